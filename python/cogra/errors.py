@@ -1,0 +1,66 @@
+"""Errors that name the problem and, for queries, point at it.
+
+A :class:`QueryError` renders like a compiler diagnostic::
+
+    line 4, column 9: unknown variable C (the pattern binds A, B)
+      WHERE C.price > 10
+            ^
+
+so that a message surfaced through Spark, JDBC or a notebook is self-explanatory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cogra.language.ast import Span
+
+
+class CograError(Exception):
+    """Base class of every error cogra raises on purpose."""
+
+
+class QueryError(CograError, ValueError):
+    """A query that does not parse or does not make sense.
+
+    ``line`` and ``column`` are 1-based; ``text`` is the whole query so the message
+    can show the offending line with a caret under the problem.
+    """
+
+    def __init__(self, message: str, text: str | None = None, span: "Span | None" = None):
+        self.message = message
+        self.text = text
+        self.span = span
+        super().__init__(self._render())
+
+    @property
+    def line(self) -> int | None:
+        return self.span.line if self.span else None
+
+    @property
+    def column(self) -> int | None:
+        return self.span.column if self.span else None
+
+    def _render(self) -> str:
+        if self.span is None:
+            return self.message
+        head = f"line {self.span.line}, column {self.span.column}: {self.message}"
+        if not self.text:
+            return head
+        lines = self.text.splitlines() or [""]
+        if not 1 <= self.span.line <= len(lines):
+            return head
+        src = lines[self.span.line - 1]
+        # Caret under the span, clipped to the end of this line.
+        width = max(1, min(self.span.end - self.span.start, len(src) - self.span.column + 1))
+        pad = "".join("\t" if ch == "\t" else " " for ch in src[: self.span.column - 1])
+        return f"{head}\n  {src}\n  {pad}{'^' * width}"
+
+
+class DataError(CograError, ValueError):
+    """The input table does not fit the query (a missing or mistyped column)."""
+
+
+class AggregateOverflowError(CograError, ArithmeticError):
+    """An aggregate's exact value does not fit its output type (ANSI mode)."""

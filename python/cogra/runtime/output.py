@@ -1,0 +1,199 @@
+"""Turn exact per-(window, group) results into a typed Arrow table.
+
+Executors and the two-step reference both compute *exact* values (Python ints,
+``Fraction`` for sums and averages of floating or decimal attributes, raw values for
+MIN/MAX) and hand them here as :class:`ResultRow`.  This module alone decides the
+output types (as Spark would: ``COUNT`` -> bigint, ``SUM`` of integers -> bigint,
+``SUM`` of doubles -> double, ``SUM`` of decimal(p, s) -> decimal(min(38, p+10), s),
+``AVG`` -> double, ``MIN``/``MAX`` -> the attribute's type) and what happens to a
+value that does not fit: an :class:`AggregateOverflowError` when ``on_overflow`` is
+``"error"`` (Spark's ANSI mode), NULL when it is ``"null"``.  Nothing is ever
+silently wrapped or rounded into a wrong number.
+"""
+
+from __future__ import annotations
+
+import decimal
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from cogra.errors import AggregateOverflowError, DataError
+from cogra.language.ast import AggFunc, Aggregate, AttrRef, Query, ReturnItem
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+ON_OVERFLOW = ("error", "null")
+
+
+@dataclass(frozen=True)
+class ResultRow:
+    """One output row before typing.
+
+    ``window`` is ``(start, end)`` in the engine's time domain (seconds as int or
+    Fraction for numeric time columns; integer microseconds since the epoch for
+    timestamp columns), or None when the query has no WITHIN.  ``values`` is aligned
+    with ``query.returns``: grouping items hold the group's value, aggregates hold the
+    exact aggregate (see module docstring).
+    """
+
+    window: tuple[Any, Any] | None
+    values: tuple[Any, ...]
+
+
+def column_type(schema: pa.Schema, name: str) -> pa.DataType:
+    idx = schema.get_field_index(name)
+    if idx < 0:
+        raise DataError(f"no column {name!r} in the input (columns: {', '.join(schema.names)})")
+    return schema.field(idx).type
+
+
+def result_type(item: ReturnItem, schema: pa.Schema) -> pa.DataType:
+    """The Arrow type of one RETURN item's output column."""
+    value = item.value
+    if isinstance(value, AttrRef):
+        return column_type(schema, value.name)
+    assert isinstance(value, Aggregate)
+    if value.func is AggFunc.COUNT:
+        return pa.int64()
+    assert value.attribute is not None
+    source = column_type(schema, value.attribute)
+    if value.func in (AggFunc.MIN, AggFunc.MAX):
+        return source
+    if value.func is AggFunc.AVG:
+        return pa.float64()
+    # SUM
+    if pa.types.is_integer(source):
+        return pa.int64()
+    if pa.types.is_floating(source):
+        return pa.float64()
+    if pa.types.is_decimal(source):
+        return pa.decimal128(min(38, source.precision + 10), source.scale)
+    raise DataError(f"SUM needs a numeric attribute; {value.variable}.{value.attribute} is {source}")
+
+
+def _fits(value: Any, item: ReturnItem, typ: pa.DataType) -> Any:
+    """Convert an exact value to the Python value Arrow stores, or raise OverflowError."""
+    if value is None:
+        return None
+    if pa.types.is_integer(typ) and isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(item.value, Aggregate) and not INT64_MIN <= value <= INT64_MAX:
+            raise OverflowError
+        return value
+    if pa.types.is_floating(typ) and isinstance(value, (Fraction, int)) and not isinstance(value, bool):
+        out = float(value)  # correctly rounded; raises OverflowError past the double range
+        if math.isinf(out):
+            raise OverflowError
+        return out
+    if pa.types.is_decimal(typ) and isinstance(value, (Fraction, int, decimal.Decimal)):
+        frac = Fraction(value)
+        scaled = frac * (10**typ.scale)
+        if scaled.denominator != 1:  # cannot happen for sums of decimals; be loud if it does
+            raise OverflowError
+        if abs(scaled.numerator) >= 10**typ.precision:
+            raise OverflowError
+        return decimal.Decimal(scaled.numerator).scaleb(-typ.scale)
+    return value
+
+
+def _window_bound(value: Any, time_type: pa.DataType) -> Any:
+    if pa.types.is_timestamp(time_type):
+        return int(value)  # microseconds; the array is typed below
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return int(value.numerator)
+    if isinstance(value, Fraction):
+        return float(value)
+    return value
+
+
+def window_type(query: Query, time_type: pa.DataType) -> pa.DataType:
+    """window_start/window_end type: the time column's timestamp type, else int64 or double."""
+    if pa.types.is_timestamp(time_type):
+        return pa.timestamp("us", tz=time_type.tz)
+    assert query.window is not None
+    integral = pa.types.is_integer(time_type) and all(
+        d.denominator == 1 for d in (query.window.size, query.window.step)
+    )
+    return pa.int64() if integral else pa.float64()
+
+
+def _sort_key(row: ResultRow) -> tuple:
+    def k(v: Any) -> tuple:
+        return (0, 0) if v is None else (1, v)
+
+    win = () if row.window is None else (k(row.window[0]),)
+    return win
+
+
+def build_table(
+    query: Query,
+    schema: pa.Schema,
+    rows: Sequence[ResultRow],
+    *,
+    time_type: pa.DataType,
+    on_overflow: str = "error",
+    metadata: dict[str, str] | None = None,
+) -> pa.Table:
+    """Type the rows (RETURN items in order, then window_start/window_end under WITHIN).
+
+    Rows are ordered by window start, then by the grouping values (NULL first), so that
+    results are deterministic and easy to compare.
+    """
+    if on_overflow not in ON_OVERFLOW:
+        raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
+    types = [result_type(item, schema) for item in query.returns]
+    group_positions = [i for i, it in enumerate(query.returns) if isinstance(it.value, AttrRef)]
+
+    def key(row: ResultRow) -> tuple:
+        parts: list[tuple] = []
+        if row.window is not None:
+            parts.append((0, row.window[0]))
+        for i in group_positions:
+            v = row.values[i]
+            parts.append((0, 0) if v is None else (1, v))
+        return tuple(parts)
+
+    ordered = sorted(rows, key=key)
+    columns: list[list[Any]] = [[] for _ in query.returns]
+    for row in ordered:
+        for i, (item, typ) in enumerate(zip(query.returns, types)):
+            try:
+                columns[i].append(_fits(row.values[i], item, typ))
+            except (OverflowError, decimal.InvalidOperation):
+                if on_overflow == "null":
+                    columns[i].append(None)
+                    continue
+                where = f" in window [{row.window[0]}, {row.window[1]})" if row.window else ""
+                raise AggregateOverflowError(
+                    f"{item.name} does not fit {typ}{where}: its exact value has "
+                    f"{_magnitude(row.values[i])}; use on_overflow='null' (Spark: "
+                    "spark.sql.ansi.enabled=false) to get NULL instead"
+                ) from None
+    fields = [pa.field(item.name, typ) for item, typ in zip(query.returns, types)]
+    arrays = [pa.array(col, type=typ) for col, typ in zip(columns, types)]
+    if query.window is not None:
+        wtype = window_type(query, time_type)
+        starts = [_window_bound(r.window[0], time_type) for r in ordered]  # type: ignore[index]
+        ends = [_window_bound(r.window[1], time_type) for r in ordered]  # type: ignore[index]
+        fields += [pa.field("window_start", wtype), pa.field("window_end", wtype)]
+        arrays += [pa.array(starts, type=wtype), pa.array(ends, type=wtype)]
+    meta = {k.encode(): str(v).encode() for k, v in (metadata or {}).items()}
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=meta or None))
+
+
+def _magnitude(value: Any) -> str:
+    try:
+        frac = Fraction(value)
+    except (TypeError, ValueError):
+        return f"value {value!r}"
+    if frac == 0:
+        return "value 0"
+    digits = len(str(abs(frac.numerator))) - len(str(frac.denominator))
+    return f"about 10^{max(digits, 0)}"
+
+
+def empty_like(query: Query, schema: pa.Schema, time_type: pa.DataType) -> pa.Table:
+    return build_table(query, schema, [], time_type=time_type)
