@@ -5,3 +5,28 @@ The public surface is small: :func:`parse` a query, :func:`explain` its plan, an
 """
 
 __version__ = "0.1.0"
+
+from cogra.api import (  # noqa: E402
+    CograDataWarning,
+    evaluate,
+    explain,
+    parse,
+    partition_columns,
+    plan,
+    result_schema,
+)
+from cogra.errors import AggregateOverflowError, CograError, DataError, QueryError  # noqa: E402
+
+__all__ = [
+    "AggregateOverflowError",
+    "CograDataWarning",
+    "CograError",
+    "DataError",
+    "QueryError",
+    "evaluate",
+    "explain",
+    "parse",
+    "partition_columns",
+    "plan",
+    "result_schema",
+]

@@ -1,0 +1,223 @@
+"""Vectorised evaluation of WHERE conditions (sqlglot trees) over numpy columns.
+
+A bound condition refers to attributes through two *roles*: ``cur`` (the event a
+local predicate filters, or the earlier event ``U`` of an adjacent pair) and ``next``
+(the later event, ``NEXT(V)``).  The engine evaluates a local predicate once over a
+whole column, and a predicate on adjacent events once per new event against the
+array of kept earlier events (``next`` values are scalars that broadcast).
+
+SQL three-valued logic is kept with an explicit validity mask next to each value;
+a condition that ends up NULL counts as false.  Types are checked statically
+(:func:`check_types`) so that a mistyped comparison fails at analysis, not in a worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Union
+
+import numpy as np
+import sqlglot.expressions as exp
+
+from cogra.errors import QueryError
+
+ROLE_CUR = "cur"
+ROLE_NEXT = "next"
+
+Data = Union[np.ndarray, Any]
+Valid = Union[np.ndarray, bool]
+
+
+@dataclass(frozen=True)
+class Val:
+    """A column or scalar value with its validity (False where SQL NULL)."""
+
+    data: Data
+    valid: Valid
+
+
+Env = Callable[[str, str], Val]
+"""``env(role, attribute)`` returns the value of an attribute for a role."""
+
+_COMPARE = {
+    exp.EQ: np.equal,
+    exp.NEQ: np.not_equal,
+    exp.GT: np.greater,
+    exp.GTE: np.greater_equal,
+    exp.LT: np.less,
+    exp.LTE: np.less_equal,
+}
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)
+
+
+def literal_value(node: exp.Literal) -> Any:
+    if node.is_string:
+        return node.this
+    text = node.this
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def evaluate(node: exp.Expression, env: Env) -> Val:
+    """Evaluate a bound expression tree to a :class:`Val`."""
+    if isinstance(node, exp.Paren):
+        return evaluate(node.this, env)
+    if isinstance(node, exp.Column):
+        return env(node.table, node.name)
+    if isinstance(node, exp.Literal):
+        return Val(literal_value(node), True)
+    if isinstance(node, exp.Boolean):
+        return Val(bool(node.this), True)
+    if isinstance(node, exp.Null):
+        return Val(0, False)
+    if isinstance(node, exp.Neg):
+        v = evaluate(node.this, env)
+        return Val(np.negative(v.data), v.valid)
+    if isinstance(node, exp.Not):
+        v = evaluate(node.this, env)
+        return Val(np.logical_not(v.data), v.valid)
+    if isinstance(node, exp.And):
+        return _and(evaluate(node.this, env), evaluate(node.expression, env))
+    if isinstance(node, exp.Or):
+        return _or(evaluate(node.this, env), evaluate(node.expression, env))
+    if isinstance(node, exp.Is):
+        v = evaluate(node.this, env)
+        if not isinstance(node.expression, exp.Null):
+            raise TypeError("IS supports only NULL")
+        return Val(np.logical_not(v.valid), True)
+    cmp = _COMPARE.get(type(node))
+    if cmp is not None:
+        a, b = evaluate(node.this, env), evaluate(node.expression, env)
+        return Val(cmp(a.data, b.data), np.logical_and(a.valid, b.valid))
+    if isinstance(node, exp.In):
+        x = evaluate(node.this, env)
+        out: Val | None = None
+        for item in node.expressions:
+            v = evaluate(item, env)
+            eq = Val(np.equal(x.data, v.data), np.logical_and(x.valid, v.valid))
+            out = eq if out is None else _or(out, eq)
+        assert out is not None
+        return out
+    if isinstance(node, exp.Between):
+        x = evaluate(node.this, env)
+        lo, hi = evaluate(node.args["low"], env), evaluate(node.args["high"], env)
+        return _and(
+            Val(np.greater_equal(x.data, lo.data), np.logical_and(x.valid, lo.valid)),
+            Val(np.less_equal(x.data, hi.data), np.logical_and(x.valid, hi.valid)),
+        )
+    if isinstance(node, _ARITH):
+        a, b = evaluate(node.this, env), evaluate(node.expression, env)
+        valid = np.logical_and(a.valid, b.valid)
+        if isinstance(node, exp.Add):
+            return Val(np.add(a.data, b.data), valid)
+        if isinstance(node, exp.Sub):
+            return Val(np.subtract(a.data, b.data), valid)
+        if isinstance(node, exp.Mul):
+            return Val(np.multiply(a.data, b.data), valid)
+        # Division and modulo by zero give NULL (Spark without ANSI; never a crash).
+        zero = np.equal(b.data, 0)
+        safe = np.where(zero, 1, b.data)
+        valid = np.logical_and(valid, np.logical_not(zero))
+        if isinstance(node, exp.Div):
+            return Val(np.true_divide(a.data, safe), valid)
+        return Val(np.fmod(a.data, safe), valid)
+    raise TypeError(f"unsupported expression {node.sql()}")
+
+
+def truth(v: Val, n: int) -> np.ndarray:
+    """A condition's result as a boolean array of length ``n`` (NULL -> False)."""
+    out = np.logical_and(v.data, v.valid)
+    return np.broadcast_to(np.asarray(out, dtype=bool), (n,))
+
+
+def _and(a: Val, b: Val) -> Val:
+    a_false = np.logical_and(a.valid, np.logical_not(a.data))
+    b_false = np.logical_and(b.valid, np.logical_not(b.data))
+    any_false = np.logical_or(a_false, b_false)
+    both_true = np.logical_and(np.logical_and(a.valid, a.data), np.logical_and(b.valid, b.data))
+    return Val(both_true, np.logical_or(any_false, both_true))
+
+
+def _or(a: Val, b: Val) -> Val:
+    a_true = np.logical_and(a.valid, a.data)
+    b_true = np.logical_and(b.valid, b.data)
+    any_true = np.logical_or(a_true, b_true)
+    both_false = np.logical_and(
+        np.logical_and(a.valid, np.logical_not(a.data)),
+        np.logical_and(b.valid, np.logical_not(b.data)),
+    )
+    return Val(any_true, np.logical_or(any_true, both_false))
+
+
+# ---------------------------------------------------------------------------
+# Static typing
+# ---------------------------------------------------------------------------
+
+NUMBER, STRING, BOOLEAN, TEMPORAL, NULL = "number", "string", "boolean", "temporal", "null"
+
+
+def check_types(
+    node: exp.Expression,
+    kind_of: Callable[[exp.Column], str],
+    fail: Callable[[exp.Expression, str], QueryError],
+) -> str:
+    """Infer the kind of ``node``; raise ``fail(node, message)`` on a type mismatch.
+
+    The whole condition must be boolean.
+    """
+
+    def infer(n: exp.Expression) -> str:
+        if isinstance(n, exp.Paren):
+            return infer(n.this)
+        if isinstance(n, exp.Column):
+            return kind_of(n)
+        if isinstance(n, exp.Literal):
+            return STRING if n.is_string else NUMBER
+        if isinstance(n, exp.Boolean):
+            return BOOLEAN
+        if isinstance(n, exp.Null):
+            return NULL
+        if isinstance(n, exp.Neg) or isinstance(n, _ARITH):
+            for child in ([n.this] if isinstance(n, exp.Neg) else [n.this, n.expression]):
+                k = infer(child)
+                if k not in (NUMBER, NULL):
+                    raise fail(child, f"arithmetic needs numbers, but {child.sql()} is a {k}")
+            return NUMBER
+        if isinstance(n, (exp.And, exp.Or)):
+            for child in (n.this, n.expression):
+                _want_bool(child, infer(child))
+            return BOOLEAN
+        if isinstance(n, exp.Not):
+            _want_bool(n.this, infer(n.this))
+            return BOOLEAN
+        if isinstance(n, exp.Is):
+            infer(n.this)
+            return BOOLEAN
+        if type(n) in _COMPARE:
+            _comparable(n, [n.this, n.expression])
+            return BOOLEAN
+        if isinstance(n, exp.In):
+            _comparable(n, [n.this, *n.expressions])
+            return BOOLEAN
+        if isinstance(n, exp.Between):
+            _comparable(n, [n.this, n.args["low"], n.args["high"]])
+            return BOOLEAN
+        raise fail(n, f"unsupported expression {n.sql()!r} (supported: arithmetic, comparisons, "
+                   "AND/OR/NOT, IN, BETWEEN, IS [NOT] NULL)")
+
+    def _want_bool(child: exp.Expression, k: str) -> None:
+        if k not in (BOOLEAN, NULL):
+            raise fail(child, f"{child.sql()} is a {k}, not a condition")
+
+    def _comparable(n: exp.Expression, operands: list[exp.Expression]) -> None:
+        kinds = {infer(o) for o in operands} - {NULL}
+        if len(kinds) > 1:
+            raise fail(n, "cannot compare " + " with ".join(
+                f"{o.sql()} ({infer(o)})" for o in operands))
+
+    kind = infer(node)
+    if kind not in (BOOLEAN, NULL):
+        raise fail(node, f"{node.sql()} is a {kind}, not a condition")
+    return kind

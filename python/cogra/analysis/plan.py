@@ -1,0 +1,71 @@
+"""The immutable plan every executor consumes, and its readable explanation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cogra.analysis.binding import BoundQuery
+from cogra.analysis.granularity import Executor, VariableGranularity, select
+
+
+@dataclass(frozen=True)
+class Plan:
+    bound: BoundQuery
+    executor: Executor
+    granularity: tuple[VariableGranularity, ...]
+
+    @classmethod
+    def of(cls, bound: BoundQuery) -> "Plan":
+        executor, granularity = select(bound)
+        return cls(bound, executor, granularity)
+
+    def explain(self) -> str:
+        b = self.bound
+        q = b.query
+        a = b.automaton
+        names = a.names
+        fmt = lambda s: "{" + ", ".join(names[i] for i in sorted(s)) + "}"  # noqa: E731
+        lines = [
+            "== cogra plan ==",
+            f"semantics  {q.semantics.value}",
+            f"executor   {self.executor.value}",
+            "",
+            "automaton (one position per variable)",
+        ]
+        for i, name in enumerate(names):
+            marks = ("start " if i in a.start else "      ") + ("final" if i in a.final else "     ")
+            lines.append(f"  {name:<8} {a.event_types[i]:<12} {marks}  predTypes = {fmt(a.pred[i])}")
+        lines.append("")
+        lines.append("predicates")
+        for e in q.equivalences:
+            lines.append(f"  equivalence  [{e.attribute.text}]")
+        for i, exprs in enumerate(b.local):
+            for c in q.conditions:
+                if c.variables == {names[i]} and not c.next_variables:
+                    lines.append(f"  local        {c.text}   filters {names[i]}")
+        seen = set()
+        for p in b.adjacent:
+            if id(p.source) in seen:
+                continue
+            seen.add(id(p.source))
+            pairs = [f"({names[x.prev]}, {names[x.next]})" for x in b.adjacent if x.source is p.source]
+            lines.append(f"  adjacent     {p.source.text}   on {', '.join(pairs)}")
+        if not q.where:
+            lines.append("  (none)")
+        lines.append("")
+        lines.append("sub-streams")
+        lines.append(f"  partition by   {', '.join(b.plain_keys) or '(nothing: one stream)'}")
+        vkeys = [f"{names[i]}.{k}" for i, ks in enumerate(b.var_keys) for k in ks]
+        if vkeys:
+            lines.append(f"  variable keys  {', '.join(vkeys)}")
+        if q.window:
+            w = q.window
+            slide = f" SLIDE {w.slide.amount} {w.slide.unit}" if w.slide else " (tumbling)"
+            lines.append(f"  windows        WITHIN {w.within.amount} {w.within.unit}{slide}")
+        else:
+            lines.append("  windows        one window over the whole input")
+        lines.append("")
+        lines.append("granularity")
+        for g in self.granularity:
+            lines.append(f"  {g.variable:<8} {g.granularity + '-grained':<15} {g.reason}")
+        return "\n".join(lines)

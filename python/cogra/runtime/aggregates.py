@@ -1,0 +1,216 @@
+"""Exact trend aggregates as a small vector of slots (report section 8, Table 9).
+
+Every executor keeps, for some set of partial trends (all trends ending at a
+variable, at an event, or waiting under ``next``), one *state vector*:
+
+=========  =======  ===========================================================
+slot       combine  meaning over the set of trends
+=========  =======  ===========================================================
+count      add      number of trends (slot 0, always present)
+cnt V      add      number of ``V`` events, summed over the trends
+sum V.x    add      sum of non-null ``V.x`` over the trends, as an exact integer
+                    (floats scaled by ``2**k``, decimals by ``10**scale``)
+inf V.x    fadd     sum of the non-finite float ``V.x`` (inf/nan), float
+nn V.x     add      number of non-null ``V.x`` values over the trends
+min/max    min/max  extreme non-null ``V.x`` over the trends (None: none)
+=========  =======  ===========================================================
+
+A state is *extended* by an event playing ``V``: the event continues (or starts)
+``count`` trends, so it adds ``count`` to ``cnt V``, ``x * count`` to ``sum V.x``,
+and so on.  All arithmetic is on Python integers, so nothing overflows and every
+result is exact until :mod:`cogra.runtime.output` types it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cogra.language.ast import AggFunc, Aggregate, AttrRef, Query
+
+ADD, FADD, MIN, MAX = "add", "fadd", "min", "max"
+
+
+@dataclass(frozen=True)
+class Slot:
+    kind: str  # ADD | FADD | MIN | MAX
+    role: str  # count | cnt | sum | inf | nn | min | max
+    variable: int | None
+    attribute: str | None
+
+
+def _float_key(x: Any) -> Any:
+    """Order floats as Spark does: NaN above every other value."""
+    if isinstance(x, float) and math.isnan(x):
+        return (1, 0.0)
+    return (0, x)
+
+
+class Layout:
+    """The slots a query needs, and how one event updates them."""
+
+    def __init__(self, query: Query, variable_names: Sequence[str], schema: pa.Schema):
+        self.query = query
+        self.names = tuple(variable_names)
+        slots: list[Slot] = [Slot(ADD, "count", None, None)]
+        index: dict[tuple, int] = {}
+
+        def slot(kind: str, role: str, var: int | None, attr: str | None) -> int:
+            key = (role, var, attr)
+            if key not in index:
+                index[key] = len(slots)
+                slots.append(Slot(kind, role, var, attr))
+            return index[key]
+
+        self.finals: list[tuple] = []  # per RETURN item, how to read it from a state
+        for item in query.returns:
+            agg = item.value
+            if isinstance(agg, AttrRef):
+                self.finals.append(("group",))
+                continue
+            assert isinstance(agg, Aggregate)
+            if agg.variable is None:
+                self.finals.append(("slot", 0))
+                continue
+            v = self.names.index(agg.variable)
+            if agg.attribute is None:
+                self.finals.append(("slot", slot(ADD, "cnt", v, None)))
+            elif agg.func in (AggFunc.SUM, AggFunc.AVG):
+                is_float = pa.types.is_floating(schema.field(agg.attribute).type)
+                s = slot(ADD, "sum", v, agg.attribute)
+                inf = slot(FADD, "inf", v, agg.attribute) if is_float else None
+                nn = slot(ADD, "nn", v, agg.attribute)
+                self.finals.append((agg.func.value, s, inf, nn, agg.attribute))
+            else:
+                kind = MIN if agg.func is AggFunc.MIN else MAX
+                self.finals.append(("slot", slot(kind, kind, v, agg.attribute)))
+        self.slots = tuple(slots)
+        self.kinds = tuple(s.kind for s in slots)
+        self.per_var: tuple[tuple[tuple[int, str, str | None], ...], ...] = tuple(
+            tuple((i, s.role, s.attribute) for i, s in enumerate(slots) if s.variable == v)
+            for v in range(len(self.names))
+        )
+        self.attributes = tuple(sorted({s.attribute for s in slots if s.attribute}))
+        self._zero = [0.0 if k == FADD else None if k in (MIN, MAX) else 0 for k in self.kinds]
+        self.start_unit = list(self._zero)
+        self.start_unit[0] = 1
+        self.has_extremes = any(k in (MIN, MAX) for k in self.kinds)
+
+    # -- vector algebra --------------------------------------------------------
+    def zero(self) -> list:
+        return list(self._zero)
+
+    def add_into(self, acc: list, vec: list) -> None:
+        """acc += vec, slot by slot."""
+        for i, kind in enumerate(self.kinds):
+            b = vec[i]
+            if kind == ADD or kind == FADD:
+                if b:
+                    acc[i] += b
+            elif b is not None:
+                a = acc[i]
+                if a is None:
+                    acc[i] = b
+                elif kind == MIN:
+                    if _float_key(b) < _float_key(a):
+                        acc[i] = b
+                elif _float_key(b) > _float_key(a):
+                    acc[i] = b
+
+    def extend(self, vec: list, var: int, row: int, values: "AttributeValues") -> None:
+        """Apply the contribution of the event at ``row`` playing ``var`` (in place).
+
+        ``vec`` already holds the trends it continues plus, for a start variable, the
+        one trend it begins; ``vec[0]`` is how many trends now end at this event.
+        """
+        count = vec[0]
+        if count == 0:
+            return
+        for i, role, attr in self.per_var[var]:
+            if role == "cnt":
+                vec[i] += count
+                continue
+            x = values.exact[attr][row] if role == "sum" else values.raw[attr][row]
+            if x is None:
+                continue
+            if role == "sum":
+                vec[i] += x * count
+            elif role == "nn":
+                vec[i] += count
+            elif role == "inf":
+                if not math.isfinite(x):
+                    vec[i] += x
+            else:  # min / max
+                a = vec[i]
+                if a is None or (
+                    _float_key(x) < _float_key(a) if role == MIN else _float_key(x) > _float_key(a)
+                ):
+                    vec[i] = x
+
+    # -- results ------------------------------------------------------------------
+    def finalize(self, state: list, values: "AttributeValues") -> tuple:
+        """Exact value of each RETURN item (None for grouping items, filled by the caller)."""
+        out: list[Any] = []
+        for f in self.finals:
+            if f[0] == "group":
+                out.append(None)
+            elif f[0] == "slot":
+                out.append(state[f[1]])
+            else:
+                func, s, inf, nn, attr = f
+                n = state[nn]
+                if n == 0:
+                    out.append(None)
+                    continue
+                special = state[inf] if inf is not None else 0.0
+                if special != 0.0:  # a non-finite input dominates: inf, -inf or nan
+                    out.append(special)
+                    continue
+                total = Fraction(state[s], values.scale[attr])
+                out.append(total if func == "SUM" else total / n)
+        return tuple(out)
+
+
+class AttributeValues:
+    """Per-row attribute values of a table, in the forms the slots need.
+
+    ``raw[attr][row]``: the Python value (None for NULL) for MIN/MAX and non-null
+    tests.  ``exact[attr][row]``: an integer ``x * scale[attr]`` (exact for ints,
+    floats and decimals) or None for NULL and non-finite floats.
+    """
+
+    def __init__(self, table: pa.Table, attributes: Sequence[str]):
+        self.raw: dict[str, list] = {}
+        self.exact: dict[str, list] = {}
+        self.scale: dict[str, int] = {}
+        for attr in attributes:
+            col = table.column(attr)
+            raw = col.to_pylist()
+            self.raw[attr] = raw
+            t = col.type
+            if pa.types.is_floating(t):
+                finite = [x for x in raw if x is not None and math.isfinite(x)]
+                k = max((Fraction(x).denominator for x in finite), default=1)
+                self.scale[attr] = k
+                self.exact[attr] = [
+                    None if x is None or not math.isfinite(x) else int(Fraction(x) * k) for x in raw
+                ]
+            elif pa.types.is_decimal(t):
+                k = 10 ** t.scale
+                self.scale[attr] = k
+                self.exact[attr] = [None if x is None else int(x.scaleb(t.scale)) for x in raw]
+            elif pa.types.is_integer(t):
+                self.scale[attr] = 1
+                self.exact[attr] = raw
+            else:
+                self.scale[attr] = 1
+                self.exact[attr] = [None] * len(raw)
+
+    @staticmethod
+    def null_count(table: pa.Table, attr: str) -> int:
+        return int(pc.sum(pc.is_null(table.column(attr))).as_py() or 0)
