@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Create .venv (if missing) and install cogra with everything it needs, offline-safe to re-run.
+# Usage: scripts/setup.sh            -> runtime + Spark + tests + benchmarks
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.cogra-installed
+# Reinstall only when the dependency list changed (keeps `make test` fast on a warm machine).
+want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  .venv/bin/python -m pip install --quiet -e ".[spark,test,bench,fast]"
+  echo "$want" > "$stamp"
+fi

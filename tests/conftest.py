@@ -1,0 +1,10 @@
+"""Shared pytest configuration: make `tests.*` helpers importable from any test module."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)

@@ -1,0 +1,161 @@
+"""Hypothesis strategies: random COGRA queries (as text) and small event streams.
+
+Queries cover every pattern operator (SEQ, +, *, ?, |, one type bound to several
+variables), the three semantics, local and adjacent predicates (reading the earlier
+event or only the later one), plain and variable-qualified grouping and equivalence,
+sliding and tumbling windows, and every aggregate.  Streams are small (the two-step
+reference enumerates every trend) with timestamp ties, irrelevant event types, NULL
+attribute values and a few NULL times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from hypothesis import strategies as st
+
+from cogra.analysis.automaton import build_automaton
+from cogra.language.ast import Alt, Opt, Plus, Seq, Span, Star, Var
+
+TYPES = ("A", "B", "C")
+_SPAN = Span(0, 0, 1, 1)
+
+
+@dataclass(frozen=True)
+class GeneratedQuery:
+    text: str
+    variables: tuple[str, ...]
+    event_types: tuple[str, ...] = TYPES
+
+
+def render(p) -> str:
+    if isinstance(p, Var):
+        return p.event_type if p.event_type == p.name else f"{p.event_type} {p.name}"
+    if isinstance(p, Seq):
+        return "SEQ(" + ", ".join(render(i) for i in p.items) + ")"
+    if isinstance(p, Alt):
+        return "(" + " | ".join(render(o) for o in p.options) + ")"
+    inner = render(p.inner)
+    if not isinstance(p.inner, (Var, Seq)) or (isinstance(p.inner, Var) and p.inner.event_type != p.inner.name):
+        inner = f"({inner})"
+    return inner + {Plus: "+", Star: "*", Opt: "?"}[type(p)]
+
+
+@st.composite
+def patterns(draw, max_vars: int = 4):
+    counter = iter(range(100))
+
+    def var() -> Var:
+        i = next(counter)
+        t = draw(st.sampled_from(TYPES))
+        return Var(t, f"V{i}", _SPAN)
+
+    def node(depth: int):
+        if depth == 0:
+            return var()
+        kind = draw(st.sampled_from(["var", "var", "seq", "plus", "star", "opt", "alt"]))
+        if kind == "var":
+            return var()
+        if kind == "seq":
+            n = draw(st.integers(2, 3))
+            return Seq(tuple(node(depth - 1) for _ in range(n)), _SPAN)
+        if kind == "alt":
+            return Alt((node(depth - 1), node(depth - 1)), _SPAN)
+        inner = node(depth - 1)
+        return {"plus": Plus, "star": Star, "opt": Opt}[kind](inner, _SPAN)
+
+    p = node(draw(st.integers(1, 3)))
+    names = build_automaton(p).names
+    if len(names) > max_vars:
+        p = Seq(tuple(var() for _ in range(2)), _SPAN)
+    return p
+
+
+@st.composite
+def queries(draw, windows: bool = True, grouping: bool = True) -> GeneratedQuery:
+    p = draw(patterns())
+    auto = build_automaton(p)
+    names = auto.names
+    semantics = draw(st.sampled_from(["any", "next", "contiguous", "skip-till-any-match"]))
+    conjuncts: list[str] = []
+    # local predicates
+    for v in names:
+        if draw(st.integers(0, 3)) == 0:
+            conjuncts.append(draw(st.sampled_from([
+                f"{v}.v > 1", f"{v}.v <= 3", f"{v}.v IN (1, 2, 4)", f"{v}.w IS NOT NULL",
+                f"NOT {v}.v = 2", f"{v}.v BETWEEN 1 AND 3",
+            ])))
+    # predicates on adjacent events
+    pairs = [(u, v) for v in range(len(names)) for u in sorted(auto.pred[v])]
+    if pairs and draw(st.booleans()):
+        u, v = draw(st.sampled_from(pairs))
+        U, V = names[u], names[v]
+        conjuncts.append(draw(st.sampled_from([
+            f"{U}.v < NEXT({V}).v", f"{U}.v >= NEXT({V}).v", f"{U}.w + 1 > NEXT({V}).w",
+            f"NEXT({V}).v <> 2", f"({U}.v = NEXT({V}).v OR NEXT({V}).v > 2)",
+        ])))
+    group_by: list[str] = []
+    mandatory = [v for i, v in enumerate(names) if auto.mandatory(i)]
+    if grouping:
+        if draw(st.booleans()):
+            group_by.append("g")
+        if mandatory and draw(st.integers(0, 3)) == 0:
+            group_by.append(f"{draw(st.sampled_from(mandatory))}.k")
+        if draw(st.integers(0, 4)) == 0:
+            conjuncts.append("[h]")
+        if mandatory and draw(st.integers(0, 4)) == 0:
+            conjuncts.append(f"[{draw(st.sampled_from(mandatory))}.h]")
+    items = list(dict.fromkeys(group_by))
+    n_aggs = draw(st.integers(1, 3))
+    for _ in range(n_aggs):
+        v = draw(st.sampled_from(names))
+        items.append(draw(st.sampled_from([
+            "COUNT(*)", f"COUNT({v})", f"SUM({v}.v)", f"MIN({v}.v)", f"MAX({v}.w)",
+            f"AVG({v}.w)", f"SUM({v}.w)", f"AVG({v}.v)",
+        ])))
+    items = list(dict.fromkeys(items))
+    if not any("(" in i for i in items):
+        items.append("COUNT(*)")
+    text = f"RETURN {', '.join(items)}\nPATTERN {render(p)}\nSEMANTICS {semantics}"
+    if conjuncts:
+        text += "\nWHERE " + " AND ".join(conjuncts)
+    if group_by:
+        text += "\nGROUP-BY " + ", ".join(dict.fromkeys(group_by))
+    if windows and draw(st.booleans()):
+        size = draw(st.integers(2, 6))
+        slide = draw(st.integers(1, size))
+        text += f"\nWITHIN {size} seconds" + (f" SLIDE {slide} seconds" if slide != size else "")
+    return GeneratedQuery(text, names, tuple(sorted(set(auto.event_types))))
+
+
+@st.composite
+def cases(draw, windows: bool = True, grouping: bool = True, max_events: int = 10):
+    """A random query and a random stream mostly made of the query's event types."""
+    q = draw(queries(windows=windows, grouping=grouping))
+    return q, draw(streams(max_events=max_events, types=q.event_types))
+
+
+@st.composite
+def streams(draw, max_events: int = 10, types: tuple[str, ...] = TYPES) -> pa.Table:
+    """A stream over ``types`` (mostly) and the irrelevant type X, times 0..n with ties."""
+    n = draw(st.integers(0, max_events))
+    weighted = st.one_of(st.sampled_from(types), st.sampled_from(types), st.sampled_from(types + ("X",)))
+    types = draw(st.lists(weighted, min_size=n, max_size=n))
+    times = sorted(draw(st.lists(st.integers(0, max(n, 3)), min_size=n, max_size=n)))
+    if n and draw(st.integers(0, 9)) == 0:
+        times[draw(st.integers(0, n - 1))] = None
+    v = draw(st.lists(st.one_of(st.integers(0, 4), st.none()), min_size=n, max_size=n))
+    w = draw(st.lists(st.one_of(st.sampled_from([0.5, 1.25, -2.0, 3.0]), st.none()), min_size=n, max_size=n))
+    g = draw(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n))
+    k = draw(st.lists(st.sampled_from(["p", "q"]), min_size=n, max_size=n))
+    h = draw(st.lists(st.sampled_from([0, 1, None]), min_size=n, max_size=n))
+    return pa.table({
+        "type": pa.array(types, pa.string()),
+        "time": pa.array(times, pa.int64()),
+        "v": pa.array(v, pa.int64()),
+        "w": pa.array(w, pa.float64()),
+        "g": pa.array(g, pa.int64()),
+        "k": pa.array(k, pa.string()),
+        "h": pa.array(h, pa.int64()),
+    })
