@@ -9,13 +9,10 @@ import pyarrow as pa
 
 from cogra.analysis.binding import BoundQuery, bind
 from cogra.analysis.plan import Plan
+from cogra.errors import CograDataWarning
 from cogra.language.ast import Aggregate, AttrRef, Query
 from cogra.runtime.engine import Engine
 from cogra.runtime.output import build_table, result_type, window_type
-
-
-class CograDataWarning(UserWarning):
-    """Rows that are not events (NULL time or type) were skipped; see the table metadata."""
 
 
 def parse(query: str | Query) -> Query:

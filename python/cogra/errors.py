@@ -64,3 +64,11 @@ class DataError(CograError, ValueError):
 
 class AggregateOverflowError(CograError, ArithmeticError):
     """An aggregate's exact value does not fit its output type (ANSI mode)."""
+
+
+class CograDataWarning(UserWarning):
+    """Rows that are not events (NULL time or NULL type) were skipped.
+
+    They are also counted in the result's schema metadata (``cogra.rows_null_time``,
+    ``cogra.rows_null_type``), so nothing vanishes silently.
+    """

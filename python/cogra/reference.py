@@ -98,11 +98,7 @@ from cogra.runtime.output import ON_OVERFLOW, ResultRow, build_table, result_typ
 
 __all__ = ["evaluate_reference", "reference_rows", "ReferenceLimitExceeded"]
 
-CograDataWarning = getattr(errors, "CograDataWarning", None)
-if CograDataWarning is None:  # errors.py does not define it (yet)
-
-    class CograDataWarning(UserWarning):  # type: ignore[no-redef]
-        """Rows were skipped (null time or null type)."""
+CograDataWarning = errors.CograDataWarning
 
 
 # ---------------------------------------------------------------------------

@@ -264,9 +264,10 @@ class _Binder:
             owner = plain[0] if plain else None
             expr = self._bind_expression(cond, owner)
             if not nexts:
-                if owner is None:
-                    raise self.error("this condition names no variable; qualify attributes, e.g. A.price", cond.span)
-                local[self.names.index(owner)].append(expr)
+                # A condition on no variable (``1 = 0``) must hold for every event of a trend.
+                targets = range(len(self.names)) if owner is None else [self.names.index(owner)]
+                for i in targets:
+                    local[i].append(expr)
                 continue
             v = self.names.index(nexts[0])
             if owner is None:
