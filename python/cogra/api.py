@@ -74,8 +74,13 @@ def evaluate(
     type_column: str = "type",
     time_column: str = "time",
     on_overflow: str = "error",
+    compiled: bool | None = None,
 ) -> pa.Table:
     """Evaluate a COGRA query over ``events`` (a pyarrow.Table or anything pa.table accepts).
+
+    ``compiled``: None (default) uses the compiled kernels wherever they apply and the
+    exact Python executors elsewhere; False forces the Python executors; True fails if
+    the kernels do not apply.  All three give the same results.
 
     Output: the RETURN items in order, then ``window_start``/``window_end`` under WITHIN;
     one row per (window, group) with at least one finished trend.  The schema metadata
@@ -83,7 +88,7 @@ def evaluate(
     """
     table = as_table(events)
     p = plan(query, table.schema, type_column=type_column, time_column=time_column)
-    engine = Engine(p, table)
+    engine = Engine(p, table, fast=compiled)
     rows = engine.run()
     counters = engine.counters
     skipped = counters["rows_null_time"] + counters["rows_null_type"]

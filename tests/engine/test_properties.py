@@ -22,11 +22,14 @@ COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Health
 
 
 def check(q, table) -> None:
+    """Both engine paths (compiled where it applies, and pure Python) equal the reference."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cogra.CograDataWarning)
         want = evaluate_reference(q.text, table, on_overflow="null")
-        got = cogra.evaluate(q.text, table, on_overflow="null")
-    assert_same_result(got, want, context=f"\nquery:\n{q.text}\nstream:\n{table.to_pylist()}")
+        for compiled in (None, False):
+            got = cogra.evaluate(q.text, table, on_overflow="null", compiled=compiled)
+            assert_same_result(got, want, context=f"\ncompiled={compiled}\nquery:\n{q.text}\n"
+                               f"stream:\n{table.to_pylist()}")
 
 
 @settings(max_examples=1500, **COMMON)

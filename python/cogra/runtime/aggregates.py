@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -153,7 +154,7 @@ class Layout:
                     vec[i] = x
 
     # -- results ------------------------------------------------------------------
-    def finalize(self, state: list, values: "AttributeValues") -> tuple:
+    def finalize(self, state: list, scales: dict[str, int]) -> tuple:
         """Exact value of each RETURN item (None for grouping items, filled by the caller)."""
         out: list[Any] = []
         for f in self.finals:
@@ -171,7 +172,7 @@ class Layout:
                 if special != 0.0:  # a non-finite input dominates: inf, -inf or nan
                     out.append(special)
                     continue
-                total = Fraction(state[s], values.scale[attr])
+                total = Fraction(state[s], scales[attr])
                 out.append(total if func == "SUM" else total / n)
         return tuple(out)
 
@@ -187,30 +188,51 @@ class AttributeValues:
     def __init__(self, table: pa.Table, attributes: Sequence[str]):
         self.raw: dict[str, list] = {}
         self.exact: dict[str, list] = {}
-        self.scale: dict[str, int] = {}
+        self.scale = attribute_scales(table, attributes)
         for attr in attributes:
             col = table.column(attr)
             raw = col.to_pylist()
             self.raw[attr] = raw
             t = col.type
+            k = self.scale[attr]
             if pa.types.is_floating(t):
-                finite = [x for x in raw if x is not None and math.isfinite(x)]
-                k = max((Fraction(x).denominator for x in finite), default=1)
-                self.scale[attr] = k
                 self.exact[attr] = [
                     None if x is None or not math.isfinite(x) else int(Fraction(x) * k) for x in raw
                 ]
             elif pa.types.is_decimal(t):
-                k = 10 ** t.scale
-                self.scale[attr] = k
                 self.exact[attr] = [None if x is None else int(x.scaleb(t.scale)) for x in raw]
             elif pa.types.is_integer(t):
-                self.scale[attr] = 1
                 self.exact[attr] = raw
             else:
-                self.scale[attr] = 1
                 self.exact[attr] = [None] * len(raw)
 
-    @staticmethod
-    def null_count(table: pa.Table, attr: str) -> int:
-        return int(pc.sum(pc.is_null(table.column(attr))).as_py() or 0)
+
+
+def attribute_scales(table: pa.Table, attributes: Sequence[str]) -> dict[str, int]:
+    """Per attribute, the factor that makes its values integers in the ``sum`` slots."""
+    scales = {}
+    for attr in attributes:
+        t = table.column(attr).type
+        if pa.types.is_floating(t):
+            scales[attr] = float_scale(table.column(attr))
+        elif pa.types.is_decimal(t):
+            scales[attr] = 10 ** t.scale
+        else:
+            scales[attr] = 1
+    return scales
+
+
+def float_scale(col: pa.ChunkedArray | pa.Array) -> int:
+    """The smallest power of two ``k`` such that ``x * k`` is an integer for every finite x.
+
+    Vectorised: ``x = M * 2**(e - 53)`` with an integer mantissa ``M`` (frexp), so the
+    denominator of ``x`` is ``2**(53 - e - trailing_zeros(M))``.
+    """
+    x = np.asarray(pc.drop_null(col).to_numpy(zero_copy_only=False), dtype=np.float64)
+    x = x[np.isfinite(x) & (x != 0)]
+    if x.size == 0:
+        return 1
+    m, e = np.frexp(np.abs(x))
+    mant = (m * 2.0**53).astype(np.int64)
+    tz = np.log2((mant & -mant).astype(np.float64)).astype(np.int64)
+    return 1 << int(max(0, int((53 - e - tz).max())))

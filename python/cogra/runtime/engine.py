@@ -3,27 +3,31 @@
 Steps (docs/ARCHITECTURE.md fixes the rules):
 
 1. drop and count rows with a NULL time (or NULL type), sort the rest by time;
-2. per variable, which rows may play it: the type matches and its local predicates hold;
+2. per variable, which rows may play it (type and local predicates) -- one bit each;
 3. partition by the plain keys; within a partition, one sub-stream per combination of
-   variable-key values;
-4. per sub-stream, every window that holds an event able to play a variable; the
-   window's events, batched by timestamp, go through the executor;
-5. merge the per-sub-stream states into (window, output group) rows.
+   variable-key values; all sub-streams are concatenated into flat arrays;
+4. every window of every sub-stream that holds an event able to play a variable;
+5. evaluate the windows -- all at once in a compiled kernel when the query allows
+   (:mod:`cogra.runtime.fast`), else, or where the kernel cannot prove a value exact,
+   with the pure-Python executors -- and merge the states into (window, group) rows.
+
+Everything up to step 5 is vectorised; only the executors loop over events.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections import defaultdict
-from typing import Any, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlglot.expressions import Column as _Column
+from sqlglot.expressions import Column
 
-from cogra.analysis.expressions import ROLE_CUR, Val, evaluate, truth
+from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.analysis.plan import Plan
 from cogra.language.ast import AttrRef
@@ -31,7 +35,7 @@ from cogra.runtime import mixed_grained, next_cont, type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow
-from cogra.runtime.windows import WindowSpec
+from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
 Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
 
@@ -69,177 +73,281 @@ def numpy_column(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarra
     return data, valid
 
 
-def exact_times(col: pa.ChunkedArray) -> list:
-    """Times as exact Python numbers: ints, floats (exact in comparisons), or µs."""
-    t = col.type
-    if pa.types.is_timestamp(t):
-        return col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64()).to_pylist()
-    return col.to_pylist()
+def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Dense int codes of the tuple of ``names`` per row (NULL is a value), and one
+    representative row per code (to read the key's values back)."""
+    if not names:
+        return np.zeros(table.num_rows, np.int64), np.zeros(min(1, table.num_rows), np.int64)
+    parts = []
+    for name in names:
+        enc = pc.dictionary_encode(table.column(name).combine_chunks())
+        parts.append(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64))
+    stacked = np.stack(parts, axis=1)
+    uniq, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), first.astype(np.int64)
+
+
+@dataclass
+class SubStreams:
+    """All sub-streams, concatenated: segment ``s`` is ``rows[seg_ptr[s]:seg_ptr[s+1]]``."""
+
+    rows: np.ndarray  # table row of each event
+    bits: np.ndarray  # uint64: variables it may play in its sub-stream
+    seg_ptr: np.ndarray
+    groups: list[tuple]  # output group (GROUP-BY values) per segment
 
 
 class Engine:
     """Evaluates one plan over one table; see the module docstring for the steps."""
 
-    def __init__(self, plan: Plan, table: pa.Table):
+    def __init__(self, plan: Plan, table: pa.Table, *, fast: bool | None = None):
         self.plan = plan
         b = plan.bound
         self.bound = b
         self.counters = {"rows_in": table.num_rows, "rows_null_time": 0, "rows_null_type": 0}
         valid = pc.is_valid(table.column(b.time_column))
-        self.counters["rows_null_time"] = table.num_rows - int(pc.sum(valid).as_py() or 0)
+        n_valid_time = int(pc.sum(valid).as_py() or 0)
+        self.counters["rows_null_time"] = table.num_rows - n_valid_time
         if b.type_column is not None:
-            type_ok = pc.and_(valid, pc.is_valid(table.column(b.type_column)))
-            self.counters["rows_null_type"] = int(pc.sum(valid).as_py() or 0) - int(
-                pc.sum(type_ok).as_py() or 0
-            )
-            valid = type_ok
+            valid = pc.and_(valid, pc.is_valid(table.column(b.type_column)))
+            self.counters["rows_null_type"] = n_valid_time - int(pc.sum(valid).as_py() or 0)
         table = table.filter(valid)
-        table = table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
-        self.table = table
-        self.n = table.num_rows
-        self.times = exact_times(table.column(b.time_column))
+        self.table = table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
+        self.n = self.table.num_rows
+        self.time_np = self._numeric_times()
         self.windows = WindowSpec.of(b.query.window, b.time_type)
         self.layout = Layout(b.query, b.automaton.names, b.schema)
-        self.values = AttributeValues(table, self.layout.attributes)
         pred_columns = sorted(
-            {c.name for exprs in b.local for e in exprs for c in e.find_all(_Column)}
-            | {c.name for p in b.adjacent for c in p.expression.find_all(_Column)}
+            {c.name for exprs in b.local for e in exprs for c in e.find_all(Column)}
+            | {c.name for p in b.adjacent for c in p.expression.find_all(Column)}
         )
-        self.columns = {name: numpy_column(table.column(name)) for name in pred_columns}
-        self.ctx = ExecContext(b.automaton, self.layout, self.values, PairPredicates(b, self.columns))
-        self.plays_mask = self._plays_masks()
+        self.columns = {name: numpy_column(self.table.column(name)) for name in pred_columns}
+        self.pairs = PairPredicates(b, self.columns)
+        self.plays_mask, self.irrelevant = self._plays_masks()
+        self.use_fast = fast
+        self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
 
-    # -- per-variable masks ----------------------------------------------------------
-    def _plays_masks(self) -> list[np.ndarray]:
+    # -- per-row facts ---------------------------------------------------------------
+    def _numeric_times(self) -> np.ndarray:
+        col = self.table.column(self.bound.time_column)
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64())
+        return np.asarray(col.to_numpy(), dtype=np.int64 if pa.types.is_integer(col.type) else np.float64)
+
+    @cached_property
+    def times(self) -> list:
+        """Exact times for the Python path: ints, floats, or µs."""
+        col = self.table.column(self.bound.time_column)
+        if pa.types.is_timestamp(col.type):
+            return col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64()).to_pylist()
+        return col.to_pylist()
+
+    @cached_property
+    def values(self) -> AttributeValues:
+        return AttributeValues(self.table, self.layout.attributes)
+
+    @cached_property
+    def ctx(self) -> ExecContext:
+        return ExecContext(self.bound.automaton, self.layout, self.values, self.pairs)
+
+    def _plays_masks(self) -> tuple[list[np.ndarray], np.ndarray]:
         b = self.bound
-        masks = []
         types = None
         if b.type_column is not None:
             types = np.asarray(
                 self.table.column(b.type_column).cast(pa.string()).to_numpy(zero_copy_only=False),
                 dtype=object,
             )
+        masks = []
         for v, event_type in enumerate(b.automaton.event_types):
             mask = np.ones(self.n, dtype=bool) if types is None else (types == event_type)
             for e in b.local[v]:
-                def env(role: str, attr: str) -> Val:
-                    data, valid = self.columns[attr]
-                    return Val(data, valid)
-
-                mask &= truth(evaluate(e, env), self.n)
+                mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
             masks.append(mask)
-        if types is not None:
-            self.irrelevant = ~np.isin(types, list(set(b.automaton.event_types)))
-        else:
-            self.irrelevant = np.zeros(self.n, dtype=bool)
-        return masks
+        if types is None:
+            return masks, np.zeros(self.n, dtype=bool)
+        return masks, ~np.isin(types, list(set(b.automaton.event_types)))
+
+    def pair_ok_bits(self) -> np.ndarray:
+        """Per row, bit ``v*nv+u``: playing v it may follow u (predicates on the new event only)."""
+        nv = len(self.bound.automaton.names)
+        bits = np.full(self.n, np.iinfo(np.uint64).max, dtype=np.uint64)
+        for (u, v), preds in self.pairs.by_pair.items():
+            ok = np.ones(self.n, dtype=bool)
+            for p in preds:
+                assert not p.uses_prev
+                ok &= truth(evaluate(p.expression, lambda role, attr: Val(*self.columns[attr])), self.n)
+            bits[~ok] &= ~np.uint64(1 << (v * nv + u))
+        return bits
 
     # -- sub-streams ----------------------------------------------------------------------
-    def _key_tuples(self, names: Sequence[str]) -> list[tuple]:
+    def substreams(self) -> SubStreams:
+        b = self.bound
+        nv = len(b.automaton.names)
+        keep_idle = self.plan.executor is Executor.CONTIGUOUS
+        bits_all = np.zeros(self.n, dtype=np.uint64)
+        for v, mask in enumerate(self.plays_mask):
+            bits_all |= mask.astype(np.uint64) << np.uint64(v)
+        pid, pid_rep = key_codes(self.table, b.plain_keys)
+        order = np.argsort(pid, kind="stable")
+        pid_sorted = pid[order]
+        bounds = np.flatnonzero(np.diff(pid_sorted)) + 1
+        starts = np.concatenate([[0], bounds]).astype(np.int64)
+        ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
+        plain_values = self._key_values(b.plain_keys, pid_rep)
+        keyed_vars = [v for v in range(nv) if b.var_keys[v]]
+        var_codes = {v: key_codes(self.table, b.var_keys[v]) for v in keyed_vars}
+        var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
+
+        rows_parts, bits_parts, seg_sizes, groups = [], [], [], []
+        for s, e in zip(starts, ends):
+            rows = order[s:e]
+            plain = plain_values[pid_sorted[s]] if len(rows) else ()
+            if not keyed_vars:
+                combos: list[tuple] = [()]
+            else:
+                choices = []
+                for v in keyed_vars:
+                    present = np.unique(var_codes[v][0][rows[self.plays_mask[v][rows]]])
+                    choices.append(present.tolist())
+                combos = list(itertools.product(*choices))
+            for combo in combos:
+                bits = bits_all[rows]
+                for v, code in zip(keyed_vars, combo):
+                    wrong = var_codes[v][0][rows] != code
+                    bits = np.where(wrong, bits & ~np.uint64(1 << v), bits)
+                keep = bits != 0
+                if keep_idle:
+                    keep |= self.irrelevant[rows]
+                if not keep.any() or not (bits != 0).any():
+                    continue
+                rows_parts.append(rows[keep])
+                bits_parts.append(bits[keep])
+                seg_sizes.append(int(keep.sum()))
+                combo_values = {v: var_values[v][c] for v, c in zip(keyed_vars, combo)}
+                groups.append(self._output_group(dict(zip(b.plain_keys, plain)), combo_values))
+        seg_ptr = np.concatenate([[0], np.cumsum(seg_sizes)]).astype(np.int64)
+        rows = np.concatenate(rows_parts) if rows_parts else np.zeros(0, np.int64)
+        bits = np.concatenate(bits_parts) if bits_parts else np.zeros(0, np.uint64)
+        return SubStreams(rows.astype(np.int64), bits.astype(np.uint64), seg_ptr, groups)
+
+    def _key_values(self, names: Sequence[str], rep_rows: np.ndarray) -> list[tuple]:
         if not names:
-            return [()] * self.n
-        cols = [self.table.column(k).to_pylist() for k in names]
+            return [()] * max(1, len(rep_rows))
+        cols = [self.table.column(k).take(pa.array(rep_rows)).to_pylist() for k in names]
         return list(zip(*cols))
 
-    def substreams(self) -> Iterator[tuple[dict, np.ndarray, list[tuple[int, ...]]]]:
-        """Yield ``(key values, rows, plays)`` per sub-stream; rows in time order."""
-        b = self.bound
-        n_vars = len(b.automaton.names)
-        plain = self._key_tuples(b.plain_keys)
-        var_key_values = [self._key_tuples(keys) if keys else None for keys in b.var_keys]
-        partitions: dict[tuple, list[int]] = defaultdict(list)
-        for row, key in enumerate(plain):
-            partitions[key].append(row)
-        for key, rows_list in partitions.items():
-            rows = np.asarray(rows_list, dtype=np.int64)
-            base = [self.plays_mask[v][rows] for v in range(n_vars)]
-            choices: list[list[Any]] = []
-            for v in range(n_vars):
-                if var_key_values[v] is None:
-                    choices.append([None])
-                else:
-                    vals = var_key_values[v]
-                    choices.append(sorted({vals[r] for r in rows[base[v]]}, key=_tuple_order))
-            for combo in itertools.product(*choices):
-                masks = []
-                for v in range(n_vars):
-                    if combo[v] is None:
-                        masks.append(base[v])
-                    else:
-                        vals = var_key_values[v]
-                        masks.append(base[v] & np.fromiter(
-                            (vals[r] == combo[v] for r in rows), dtype=bool, count=len(rows)))
-                stacked = np.stack(masks) if masks else np.zeros((0, len(rows)), dtype=bool)
-                any_play = stacked.any(axis=0)
-                if not any_play.any():
-                    continue
-                keep = any_play | self.irrelevant[rows]
-                sub_rows = rows[keep]
-                sub = stacked[:, keep]
-                plays = [tuple(np.flatnonzero(sub[:, i]).tolist()) for i in range(len(sub_rows))]
-                keys = {"plain": dict(zip(b.plain_keys, key)), "vars": combo}
-                yield keys, sub_rows, plays
-
-    # -- windows and batches --------------------------------------------------------------
-    def _batches(self, rows: np.ndarray, plays: list[tuple[int, ...]], lo: int, hi: int,
-                 keep_idle: bool) -> list[Batch]:
-        out: list[Batch] = []
-        times = self.times
-        i = lo
-        while i < hi:
-            t = times[rows[i]]
-            j = i
-            while j < hi and times[rows[j]] == t:
-                j += 1
-            sel = [k for k in range(i, j) if keep_idle or plays[k]]
-            if sel:
-                out.append(Batch(t, tuple(int(rows[k]) for k in sel), tuple(plays[k] for k in sel)))
-            i = j
-        return out
-
-    def run(self) -> list[ResultRow]:
-        b = self.bound
-        runner = RUNNERS[self.plan.executor]
-        keep_idle = self.plan.executor is Executor.CONTIGUOUS
-        merged: dict[tuple, list] = {}
-        for keys, rows, plays in self.substreams():
-            sub_times = [self.times[r] for r in rows]
-            active = [sub_times[i] for i in range(len(rows)) if plays[i]]
-            for window in self.windows.windows_of(active):
-                if window is None:
-                    lo, hi = 0, len(rows)
-                else:
-                    lo = bisect.bisect_left(sub_times, window[0])
-                    hi = bisect.bisect_left(sub_times, window[1])
-                state = runner(self._batches(rows, plays, lo, hi, keep_idle), self.ctx)
-                if state is None:
-                    continue
-                group = self._output_group(keys)
-                slot = (window, group)
-                if slot in merged:
-                    self.layout.add_into(merged[slot], state)
-                else:
-                    merged[slot] = state
-        results = []
-        for (window, group), state in merged.items():
-            values = list(self.layout.finalize(state, self.values))
-            for i, g in zip(self._group_item_positions(), group):
-                if i >= 0:
-                    values[i] = g
-            results.append(ResultRow(self.windows.bounds(window), tuple(values)))
-        return results
-
-    def _output_group(self, keys: dict) -> tuple:
+    def _output_group(self, plain: dict, combo_values: dict) -> tuple:
         b = self.bound
         out = []
         for ref in b.query.group_by:
             if ref.variable is None:
-                out.append(keys["plain"][ref.name])
+                out.append(plain[ref.name])
             else:
                 v = b.automaton.names.index(ref.variable)
-                combo = keys["vars"][v]
-                out.append(combo[b.var_keys[v].index(ref.name)])
+                out.append(combo_values[v][b.var_keys[v].index(ref.name)])
         return tuple(out)
+
+    # -- windows --------------------------------------------------------------------------
+    def window_ranges(self, subs: SubStreams) -> tuple[np.ndarray, list, np.ndarray, np.ndarray]:
+        """``(segment, bounds, lo, hi)`` of every window holding an active event."""
+        active = subs.bits != 0
+        times = self.time_np[subs.rows]
+        if is_integral(self.windows, self.bound.time_type):
+            seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows)
+            if self.windows.size is None:
+                bounds: list = [None] * len(seg)
+            else:
+                size = int(self.windows.size)
+                bounds = [(int(s), int(s) + size) for s in start.tolist()]
+            return seg, bounds, lo, hi
+        # Fractional windows or float times: exact arithmetic in Python.
+        segs, bounds, los, his = [], [], [], []
+        exact = self.times
+        for s in range(len(subs.seg_ptr) - 1):
+            a, z = int(subs.seg_ptr[s]), int(subs.seg_ptr[s + 1])
+            sub_times = [exact[r] for r in subs.rows[a:z].tolist()]
+            act = [sub_times[i] for i in range(z - a) if active[a + i]]
+            for window in self.windows.windows_of(act):
+                segs.append(s)
+                bounds.append(window)
+                los.append(a + bisect.bisect_left(sub_times, window[0]))
+                his.append(a + bisect.bisect_left(sub_times, window[1]))
+        as_i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
+        return as_i64(segs), bounds, as_i64(los), as_i64(his)
+
+    # -- evaluation -------------------------------------------------------------------------
+    def _python_state(self, subs: SubStreams, lo: int, hi: int) -> list | None:
+        runner = RUNNERS[self.plan.executor]
+        keep_idle = self.plan.executor is Executor.CONTIGUOUS
+        nv = len(self.bound.automaton.names)
+        times = self.times
+        rows = subs.rows[lo:hi].tolist()
+        plays = [tuple(v for v in range(nv) if (int(b) >> v) & 1) for b in subs.bits[lo:hi].tolist()]
+        batches: list[Batch] = []
+        i = 0
+        while i < len(rows):
+            t = times[rows[i]]
+            j = i
+            while j < len(rows) and times[rows[j]] == t:
+                j += 1
+            sel = [k for k in range(i, j) if keep_idle or plays[k]]
+            if sel:
+                batches.append(Batch(t, tuple(rows[k] for k in sel), tuple(plays[k] for k in sel)))
+            i = j
+        return runner(batches, self.ctx)
+
+    def run(self) -> list[ResultRow]:
+        subs = self.substreams()
+        seg, bounds, lo, hi = self.window_ranges(subs)
+        self.stats["windows"] = len(seg)
+        states: list[Any] = [None] * len(seg)
+        pending = range(len(seg))
+        fast = self._fast_executor()
+        if fast is not None and len(seg):
+            states = fast.run(subs, lo, hi)
+            pending = [w for w, st in enumerate(states) if st is fast.UNDECIDED]
+            self.stats["windows_fast"] = len(seg) - len(pending)
+        for w in pending:
+            states[w] = self._python_state(subs, int(lo[w]), int(hi[w]))
+        self.stats["windows_exact"] = len(pending) if fast is not None else len(seg)
+        merged: dict[tuple, list] = {}
+        for w, state in enumerate(states):
+            if state is None:
+                continue
+            key = (bounds[w], subs.groups[int(seg[w])])
+            if key in merged:
+                self.layout.add_into(merged[key], state)
+            else:
+                merged[key] = state
+        group_pos = self._group_item_positions()
+        results = []
+        for (window, group), state in merged.items():
+            values = list(self.layout.finalize(state, self.scales))
+            for i, g in zip(group_pos, group):
+                if i >= 0:
+                    values[i] = g
+            results.append(ResultRow(window, tuple(values)))
+        return results
+
+    @cached_property
+    def scales(self) -> dict[str, int]:
+        from cogra.runtime.aggregates import attribute_scales
+
+        return attribute_scales(self.table, self.layout.attributes)
+
+    def _fast_executor(self):
+        if self.use_fast is False:
+            return None
+        from cogra.runtime.fast.executor import FastExecutor, Unsupported
+
+        try:
+            return FastExecutor(self)
+        except Unsupported as why:
+            if self.use_fast:
+                raise
+            self.stats["fast_unsupported"] = str(why)
+            return None
 
     def _group_item_positions(self) -> list[int]:
         """Positions of RETURN grouping items, in GROUP-BY order of their attribute."""
@@ -252,6 +360,4 @@ class Engine:
         return pos
 
 
-def _tuple_order(values: tuple) -> tuple:
-    """Sort key for key tuples that may hold NULLs (NULL first)."""
-    return tuple((0, 0) if v is None else (1, v) for v in values)
+__all__ = ["Engine", "numpy_column", "key_codes", "SubStreams", "ROLE_NEXT"]

@@ -79,6 +79,8 @@ def _fits(value: Any, item: ReturnItem, typ: pa.DataType) -> Any:
     """Convert an exact value to the Python value Arrow stores, or raise OverflowError."""
     if value is None:
         return None
+    if isinstance(value, Fraction) and value.denominator == 1 and pa.types.is_integer(typ):
+        value = int(value)
     if pa.types.is_integer(typ) and isinstance(value, int) and not isinstance(value, bool):
         if isinstance(item.value, Aggregate) and not INT64_MIN <= value <= INT64_MAX:
             raise OverflowError
@@ -118,14 +120,6 @@ def window_type(query: Query, time_type: pa.DataType) -> pa.DataType:
         d.denominator == 1 for d in (query.window.size, query.window.step)
     )
     return pa.int64() if integral else pa.float64()
-
-
-def _sort_key(row: ResultRow) -> tuple:
-    def k(v: Any) -> tuple:
-        return (0, 0) if v is None else (1, v)
-
-    win = () if row.window is None else (k(row.window[0]),)
-    return win
 
 
 def build_table(

@@ -50,3 +50,35 @@ class WindowSpec:
 
     def bounds(self, window: tuple[Fraction, Fraction] | None) -> tuple | None:
         return window
+
+
+def is_integral(spec: WindowSpec, time_type: pa.DataType) -> bool:
+    """Whether windows can be enumerated in int64 (integer or timestamp time, whole sizes)."""
+    if spec.size is None:
+        return True
+    integer_time = pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type)
+    return integer_time and spec.size.denominator == 1 and spec.step.denominator == 1
+
+
+def enumerate_windows(seg_ptr, times, active, spec: WindowSpec):
+    """All (segment, window) pairs holding an active event, with their event ranges.
+
+    Returns int64 arrays ``seg, start, lo, hi``: window ``[start, start + size)`` of
+    segment ``seg`` covers events ``lo .. hi-1``.  Without WITHIN: one window per
+    segment with an active event (``start`` is 0 and unused).
+    """
+    import numpy as np
+
+    seg_ptr = np.asarray(seg_ptr, dtype=np.int64)
+    if spec.size is None:
+        counts = np.add.reduceat(active.astype(np.int64), seg_ptr[:-1]) if len(seg_ptr) > 1 else np.zeros(0, np.int64)
+        seg = np.flatnonzero((np.diff(seg_ptr) > 0) & (counts > 0) if len(seg_ptr) > 1 else np.zeros(0, bool))
+        return seg.astype(np.int64), np.zeros(len(seg), np.int64), seg_ptr[seg], seg_ptr[seg + 1]
+    return _enumerate_int_windows(seg_ptr, np.asarray(times, dtype=np.int64), active,
+                                  int(spec.size), int(spec.step))
+
+
+def _enumerate_int_windows(seg_ptr, times, active, size, step):
+    from cogra.runtime.fast.window_kernels import enumerate_int_windows
+
+    return enumerate_int_windows(seg_ptr, times, active, size, step)

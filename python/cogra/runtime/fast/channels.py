@@ -1,0 +1,184 @@
+"""How the compiled kernels hold the exact aggregate slots of :class:`Layout`.
+
+A compiled kernel cannot use Python's unbounded integers, so each slot of
+:mod:`cogra.runtime.aggregates` is kept in up to three fixed-width *channels*:
+
+* ``I`` (uint64): the slot's exact value modulo 2**64 (counts, integer sums);
+* ``F`` (float64): an approximation, scaled by ``2**-E`` where ``E`` is a per-run
+  exponent the kernel raises whenever values grow past 2**600, so that nothing
+  overflows (AVG stays accurate when counts pass 1e308).  Integer sums also keep
+  ``|x|``-sums here as an upper bound of every partial sum's magnitude;
+* ``X`` (int64): MIN/MAX as order-preserving integer keys (floats mapped bitwise so
+  that NaN sorts above +inf, as in Spark; strings as ranks in a sorted dictionary).
+
+Decoding turns a kernel's channels back into the exact slot values the Python
+executors would produce.  When the approximation proves a value below 2**62 the
+modular value *is* the value; when it proves it above 2**63 the value does not fit
+its output type anyway; in between -- or where scaling lost a small slot -- decoding
+reports :data:`UNDECIDED` and the engine re-runs that window exactly in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import pyarrow as pa
+
+from cogra.runtime.aggregates import ADD, MAX, MIN, Layout
+
+# Op codes of a variable's contribution program (see kernels.apply_contributions).
+OP_CNT, OP_SUM_INT, OP_SUM_FLOAT, OP_NN, OP_MIN, OP_MAX = range(6)
+
+FITS = 2.0**62
+SURELY_TOO_BIG = 2.0**63 * (1 + 1e-6)
+TINY = 2.0**-900
+UNDECIDED = object()
+"""Decoding could not prove the value: re-run the window exactly."""
+
+MIN_KEY_IDENTITY = np.iinfo(np.int64).max
+MAX_KEY_IDENTITY = np.iinfo(np.int64).min
+
+
+class Unsupported(Exception):
+    """The query or data needs the exact Python path (the reason is the message)."""
+
+
+@dataclass(frozen=True)
+class ChannelLayout:
+    n_i: int
+    n_f: int
+    n_x: int
+    program: np.ndarray
+    """int64 [n_ops, 6]: (variable, op, attribute, a, b, c)."""
+    x_is_min: np.ndarray
+    """bool [n_x]: MIN (True) or MAX (False) per extreme slot."""
+    slot_map: tuple[tuple[str, int, int, int], ...]
+    """Per Layout slot: (kind, i index, f index, extra f index or x index)."""
+    attributes: tuple[str, ...]
+
+
+def channel_layout(layout: Layout, table_schema: pa.Schema) -> ChannelLayout:
+    n_i = n_f = n_x = 0
+    slot_map: list[tuple[str, int, int, int]] = []
+    ops: list[tuple[int, int, int, int, int, int]] = []
+    attrs = list(layout.attributes)
+    x_is_min: list[bool] = []
+
+    for slot in layout.slots:
+        a = attrs.index(slot.attribute) if slot.attribute else -1
+        is_float = slot.attribute is not None and pa.types.is_floating(table_schema.field(slot.attribute).type)
+        v = slot.variable if slot.variable is not None else -1
+        if slot.role in ("count", "cnt", "nn"):
+            slot_map.append(("int", n_i, n_f, -1))
+            if slot.role == "cnt":
+                ops.append((v, OP_CNT, -1, n_i, n_f, -1))
+            elif slot.role == "nn":
+                ops.append((v, OP_NN, a, n_i, n_f, -1))
+            n_i += 1
+            n_f += 1
+        elif slot.role == "sum" and not is_float:
+            slot_map.append(("isum", n_i, n_f, n_f + 1))
+            ops.append((v, OP_SUM_INT, a, n_i, n_f, n_f + 1))
+            n_i += 1
+            n_f += 2
+        elif slot.role == "sum":
+            slot_map.append(("fsum", -1, n_f, -1))
+            ops.append((v, OP_SUM_FLOAT, a, -1, n_f, -1))
+            n_f += 1
+        elif slot.role == "inf":
+            # Non-finite inputs send the window to the exact path, so this slot stays 0.0.
+            slot_map.append(("inf", -1, -1, -1))
+        elif slot.kind in (MIN, MAX):
+            slot_map.append(("x", -1, -1, n_x))
+            ops.append((v, OP_MIN if slot.kind == MIN else OP_MAX, a, n_x, -1, -1))
+            x_is_min.append(slot.kind == MIN)
+            n_x += 1
+        else:  # pragma: no cover - every slot kind is handled above
+            raise Unsupported(f"slot {slot}")
+    assert layout.slots[0].role == "count" and slot_map[0][1] == 0 and slot_map[0][2] == 0
+    program = np.array(sorted(ops), dtype=np.int64).reshape(-1, 6)
+    return ChannelLayout(n_i, n_f, n_x, program, np.array(x_is_min, dtype=bool),
+                         tuple(slot_map), tuple(attrs))
+
+
+def float_key(values: np.ndarray) -> np.ndarray:
+    """Order-preserving int64 keys of float64 values (NaN canonicalised above +inf)."""
+    v = np.where(np.isnan(values), np.nan, values).astype(np.float64)
+    bits = v.view(np.int64)
+    return np.where(bits >= 0, bits, bits ^ np.int64(0x7FFFFFFFFFFFFFFF))
+
+
+def float_from_key(key: int) -> float:
+    k = np.int64(key)
+    bits = k if k >= 0 else k ^ np.int64(0x7FFFFFFFFFFFFFFF)
+    return float(np.array([bits], dtype=np.int64).view(np.float64)[0])
+
+
+def _unsigned(v: int) -> int:
+    return int(v) & 0xFFFFFFFFFFFFFFFF
+
+
+def _signed(v: int) -> int:
+    v = _unsigned(v)
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _scaled(approx: float, exponent: int) -> float:
+    try:
+        return math.ldexp(approx, exponent)
+    except OverflowError:
+        return math.inf
+
+
+def decode(
+    chan: ChannelLayout,
+    layout: Layout,
+    i_vals: np.ndarray,
+    f_vals: np.ndarray,
+    x_vals: np.ndarray,
+    exponent: int,
+    x_decoders: list,
+    scales: dict[str, int],
+) -> list | object:
+    """Exact slot values (as the Python executors hold them) or :data:`UNDECIDED`.
+
+    With ``exponent > 0`` every float was scaled down by ``2**exponent`` and parts
+    below ``2**(exponent - 1074)`` were lost: a value whose scaled approximation is
+    tiny cannot be trusted and sends the window to the exact path.
+    """
+    state = layout.zero()
+    for idx, (kind, ii, fi, extra) in enumerate(chan.slot_map):
+        slot = layout.slots[idx]
+        if kind in ("int", "isum"):
+            modular = int(i_vals[ii])
+            bound = float(f_vals[fi if kind == "int" else extra])
+            if exponent and bound < TINY:
+                if bound == 0.0 and modular == 0:
+                    state[idx] = 0
+                    continue
+                return UNDECIDED
+            if _scaled(bound, exponent) < FITS:
+                state[idx] = _unsigned(modular) if kind == "int" else _signed(modular)
+                continue
+            approx = float(f_vals[fi])
+            if kind == "isum" and (bound > 1e6 * abs(approx) or approx == 0.0):
+                return UNDECIDED  # cancellation: the approximation proves nothing
+            if abs(_scaled(approx, exponent)) <= SURELY_TOO_BIG:
+                return UNDECIDED
+            # Far beyond int64: the approximation is enough (the output reports the
+            # overflow, and AVG only needs the ratio).
+            state[idx] = int(Fraction(approx) * (1 << exponent))
+        elif kind == "fsum":
+            approx = float(f_vals[fi])
+            if exponent and abs(approx) < TINY:
+                return UNDECIDED
+            state[idx] = Fraction(approx) * (1 << exponent) * scales[slot.attribute]
+        elif kind == "x":
+            key = int(x_vals[extra])
+            identity = MIN_KEY_IDENTITY if slot.kind == MIN else MAX_KEY_IDENTITY
+            state[idx] = None if key == identity else x_decoders[extra](key)
+        # "inf" slots stay 0.0
+    return state

@@ -1,0 +1,164 @@
+"""Run the compiled kernels for an :class:`~cogra.runtime.engine.Engine`, when they apply.
+
+They apply to the type-grained (``any``) and pattern-grained (``next``,
+``contiguous``) executors whose variables all keep coarse aggregates (no predicate
+reads an earlier event), with numeric aggregated attributes (MIN/MAX also over
+strings, timestamps, dates and booleans).  Anything else raises :class:`Unsupported`
+and the engine uses the exact Python executors; a window whose values the kernel
+cannot prove exact comes back :data:`UNDECIDED` and is re-run in Python.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cogra.analysis.granularity import Executor
+from cogra.runtime.fast.channels import (
+    UNDECIDED,
+    Unsupported,
+    channel_layout,
+    decode,
+    float_from_key,
+    float_key,
+)
+
+MODES = {Executor.TYPE_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
+MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
+
+
+def _popcount(bits: np.ndarray) -> np.ndarray:
+    return np.unpackbits(bits.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+
+
+class FastExecutor:
+    UNDECIDED = UNDECIDED
+
+    def __init__(self, engine: Any):
+        b = engine.bound
+        self.engine = engine
+        executor = engine.plan.executor
+        if executor not in MODES:
+            raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
+        if b.kept_variables:
+            raise Unsupported("a predicate reads earlier events (event-grained variables)")
+        self.nv = len(b.automaton.names)
+        if self.nv > MAX_VARIABLES:
+            raise Unsupported(f"more than {MAX_VARIABLES} variables")
+        self.mode = MODES[executor]
+        self.chan = channel_layout(engine.layout, engine.table.schema)
+        self._attribute_arrays(engine.table)
+        a = b.automaton
+        self.pred_ptr = np.zeros(self.nv + 1, np.int64)
+        preds: list[int] = []
+        for v in range(self.nv):
+            preds += sorted(a.pred[v])
+            self.pred_ptr[v + 1] = len(preds)
+        self.pred_idx = np.asarray(preds, dtype=np.int64)
+        self.start_bits = np.uint64(sum(1 << v for v in a.start))
+        self.final_bits = np.uint64(sum(1 << v for v in a.final))
+        prog = self.chan.program
+        self.op_ptr = np.searchsorted(prog[:, 0], np.arange(self.nv + 1)).astype(np.int64)
+        self.pair_ok = engine.pair_ok_bits()
+
+    # -- inputs ------------------------------------------------------------------------
+    def _attribute_arrays(self, table: pa.Table) -> None:
+        attrs = self.chan.attributes
+        n = table.num_rows
+        self.a_int = np.zeros((max(1, len(attrs)), n), np.int64)
+        self.a_flt = np.zeros((max(1, len(attrs)), n), np.float64)
+        self.a_valid = np.zeros((max(1, len(attrs)), n), np.bool_)
+        self.a_key = np.zeros((max(1, len(attrs)), n), np.int64)
+        decoders: dict[str, Callable[[int], Any]] = {}
+        sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
+        for j, attr in enumerate(attrs):
+            col = table.column(attr).combine_chunks()
+            t = col.type
+            if pa.types.is_dictionary(t):
+                col = col.dictionary_decode()
+                t = col.type
+            self.a_valid[j] = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            if pa.types.is_integer(t):
+                if t.bit_width == 64 and not pa.types.is_signed_integer(t):
+                    raise Unsupported(f"{attr} is uint64")
+                ints = pc.fill_null(col, 0).cast(pa.int64()).to_numpy()
+                self.a_int[j] = ints
+                self.a_flt[j] = ints.astype(np.float64)
+                self.a_key[j] = ints
+                decoders[attr] = int
+            elif pa.types.is_floating(t):
+                flts = pc.fill_null(col, 0.0).cast(pa.float64()).to_numpy()
+                if attr in sums and not np.isfinite(flts).all():
+                    raise Unsupported(f"{attr} holds inf or nan")
+                self.a_flt[j] = flts
+                self.a_key[j] = float_key(flts)
+                decoders[attr] = float_from_key
+            elif attr in sums:
+                raise Unsupported(f"{attr} is {t}")
+            elif pa.types.is_string(t) or pa.types.is_large_string(t):
+                uniq = pc.unique(pc.drop_null(col)).to_pylist()
+                ordered = sorted(uniq)
+                rank = {v: i for i, v in enumerate(ordered)}
+                self.a_key[j] = np.fromiter((rank.get(v, 0) for v in col.to_pylist()), np.int64, n)
+                decoders[attr] = ordered.__getitem__
+            elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_boolean(t):
+                storage = pa.int64() if not pa.types.is_date(t) else pa.int32()
+                ints = pc.fill_null(col.cast(storage), 0).cast(pa.int64()).to_numpy()
+                self.a_key[j] = ints
+                decoders[attr] = (lambda tt: lambda k: pa.scalar(k, pa.int64()).cast(tt).as_py())(t) \
+                    if not pa.types.is_boolean(t) else bool
+            else:
+                raise Unsupported(f"{attr} is {t}")
+        self.x_decoders = []
+        for slot in self.engine.layout.slots:
+            if slot.kind in ("min", "max"):
+                self.x_decoders.append(decoders[slot.attribute])
+
+    # -- run ----------------------------------------------------------------------------
+    def run(self, subs: Any, lo: np.ndarray, hi: np.ndarray) -> list:
+        from cogra.runtime.fast.kernels import run_windows
+
+        rows = subs.rows
+        times = self.engine.time_np[rows]
+        plays = subs.bits
+        pair_ok = self.pair_ok[rows]
+        a_int, a_flt = self.a_int[:, rows], self.a_flt[:, rows]
+        a_valid, a_key = self.a_valid[:, rows], self.a_key[:, rows]
+        max_batch = self._max_batch(times, plays)
+        w = len(lo)
+        c = self.chan
+        out_i = np.zeros((w, max(1, c.n_i)), np.uint64)
+        out_f = np.zeros((w, max(1, c.n_f)), np.float64)
+        out_x = np.zeros((w, c.n_x), np.int64)
+        out_e = np.zeros(w, np.int64)
+        out_r = np.zeros(w, np.bool_)
+        run_windows(
+            self.mode, times, plays, pair_ok, self.nv, self.pred_ptr, self.pred_idx,
+            self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
+            a_int, a_flt, a_valid, a_key, lo.astype(np.int64), hi.astype(np.int64), max_batch,
+            out_i, out_f, out_x, out_e, out_r,
+        )
+        layout, scales = self.engine.layout, self.engine.scales
+        states: list = []
+        for k in range(w):
+            if not out_r[k]:
+                states.append(None)
+                continue
+            states.append(decode(c, layout, out_i[k], out_f[k], out_x[k], int(out_e[k]),
+                                 self.x_decoders, scales))
+        return states
+
+    @staticmethod
+    def _max_batch(times: np.ndarray, plays: np.ndarray) -> int:
+        if len(times) == 0:
+            return 1
+        counts = _popcount(plays)
+        starts = np.concatenate([[0], np.flatnonzero(np.diff(times) != 0) + 1])
+        return max(1, int(np.add.reduceat(counts, starts).max()))
+
+
+__all__ = ["FastExecutor", "Unsupported", "UNDECIDED", "math"]
