@@ -27,7 +27,7 @@ from cogra.runtime.fast.channels import (
     float_key,
 )
 
-MODES = {Executor.TYPE_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
+MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
 
 
@@ -44,8 +44,6 @@ class FastExecutor:
         executor = engine.plan.executor
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
-        if b.kept_variables:
-            raise Unsupported("a predicate reads earlier events (event-grained variables)")
         self.nv = len(b.automaton.names)
         if self.nv > MAX_VARIABLES:
             raise Unsupported(f"more than {MAX_VARIABLES} variables")
@@ -64,6 +62,43 @@ class FastExecutor:
         prog = self.chan.program
         self.op_ptr = np.searchsorted(prog[:, 0], np.arange(self.nv + 1)).astype(np.int64)
         self.pair_ok = engine.pair_ok_bits()
+        self.kept = b.kept_variables
+        if self.kept:
+            self._indexed_pairs()
+
+    def _indexed_pairs(self) -> None:
+        """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
+        from cogra.runtime.fast.mixed_kernels import pair_ranges
+
+        eng = self.engine
+        n, nv = eng.n, self.nv
+        self.pair_of = np.full((nv, nv), -1, np.int64)
+        flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid = ([] for _ in range(8))
+        for (u, v), preds in eng.pairs.by_pair.items():
+            reading = [p for p in preds if p.uses_prev]
+            if not reading:
+                continue
+            if len(reading) > 1:
+                raise Unsupported(f"several predicates read {eng.bound.automaton.names[u]} for one pair")
+            op, h, hv, g, gv = split_comparison(reading[0].expression, eng.columns, n)
+            vals = np.unique(h[hv])
+            fl, a, bnd, eq = pair_ranges(op, vals, g)
+            self.pair_of[u, v] = len(flags)
+            flags.append(fl)
+            ms.append(len(vals))
+            h_rank.append(np.searchsorted(vals, h).astype(np.int64))
+            h_valid.append(hv)
+            q_a.append(a)
+            q_b.append(bnd)
+            q_eq.append(eq)
+            g_valid.append(gv)
+        self.pair_flags = np.asarray(flags, np.int64)
+        self.m_of = np.asarray(ms, np.int64)
+        stack = lambda xs, dt: np.stack(xs).astype(dt) if xs else np.zeros((0, n), dt)  # noqa: E731
+        self.h_rank, self.h_valid = stack(h_rank, np.int64), stack(h_valid, np.bool_)
+        self.q_a, self.q_b, self.q_eq = stack(q_a, np.int64), stack(q_b, np.int64), stack(q_eq, np.int64)
+        self.g_valid = stack(g_valid, np.bool_)
+        self.kept_bits = np.uint64(sum(1 << u for u in self.kept))
 
     # -- inputs ------------------------------------------------------------------------
     def _attribute_arrays(self, table: pa.Table) -> None:
@@ -136,12 +171,22 @@ class FastExecutor:
         out_x = np.zeros((w, c.n_x), np.int64)
         out_e = np.zeros(w, np.int64)
         out_r = np.zeros(w, np.bool_)
-        run_windows(
-            self.mode, times, plays, pair_ok, self.nv, self.pred_ptr, self.pred_idx,
-            self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
-            a_int, a_flt, a_valid, a_key, lo.astype(np.int64), hi.astype(np.int64), max_batch,
-            out_i, out_f, out_x, out_e, out_r,
-        )
+        common = (self.mode, times, plays, pair_ok, self.nv, self.pred_ptr, self.pred_idx,
+                  self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
+                  a_int, a_flt, a_valid, a_key)
+        lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+        if not self.kept:
+            run_windows(*common, lo, hi, max_batch, out_i, out_f, out_x, out_e, out_r)
+        else:
+            from cogra.runtime.fast.mixed_kernels import run_mixed_windows
+
+            max_window = max(1, int((hi - lo).max()))
+            run_mixed_windows(
+                *common, self.kept_bits, self.pair_of, self.pair_flags, self.m_of,
+                self.h_rank[:, rows], self.h_valid[:, rows], self.q_a[:, rows], self.q_b[:, rows],
+                self.q_eq[:, rows], self.g_valid[:, rows],
+                lo, hi, max_batch, max_window, out_i, out_f, out_x, out_e, out_r,
+            )
         layout, scales = self.engine.layout, self.engine.scales
         states: list = []
         for k in range(w):
@@ -161,4 +206,51 @@ class FastExecutor:
         return max(1, int(np.add.reduceat(counts, starts).max()))
 
 
-__all__ = ["FastExecutor", "Unsupported", "UNDECIDED", "math"]
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
+
+
+def split_comparison(expr, columns, n):
+    """``h(cur) op g(next)`` from a bound predicate, as numeric arrays over all rows.
+
+    Raises :class:`Unsupported` for any other shape (AND/OR/IN/..., strings, values
+    that float64 cannot hold exactly, NaN).
+    """
+    import sqlglot.expressions as exp
+
+    from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT, Val, evaluate
+
+    ops = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
+    node = expr
+    while isinstance(node, exp.Paren):
+        node = node.this
+    op = ops.get(type(node))
+    if op is None:
+        raise Unsupported(f"predicate {expr.sql()} is not a single comparison")
+    roles = lambda side: {c.table for c in side.find_all(exp.Column)}  # noqa: E731
+    left, right = node.this, node.expression
+    if roles(left) == {ROLE_CUR} and roles(right) <= {ROLE_NEXT}:
+        cur_side, next_side = left, right
+    elif roles(right) == {ROLE_CUR} and roles(left) <= {ROLE_NEXT}:
+        cur_side, next_side, op = right, left, _FLIP[op]
+    else:
+        raise Unsupported(f"predicate {expr.sql()} mixes the two events on one side")
+
+    def side(e, role):
+        v = evaluate(e, lambda r, attr: Val(*columns[attr]))
+        data = np.broadcast_to(np.asarray(v.data), (n,))
+        valid = np.broadcast_to(np.asarray(v.valid, dtype=bool), (n,))
+        if data.dtype.kind not in "iufb":
+            raise Unsupported(f"{e.sql()} is not numeric")
+        if data.dtype.kind in "iu" and n and np.abs(data[valid]).max(initial=0) > 2**53:
+            raise Unsupported(f"{e.sql()} exceeds 2**53")
+        data = data.astype(np.float64)
+        if np.isnan(data[valid]).any():
+            raise Unsupported(f"{e.sql()} holds NaN")
+        return np.ascontiguousarray(data), np.ascontiguousarray(valid)
+
+    h, hv = side(cur_side, ROLE_CUR)
+    g, gv = side(next_side, ROLE_NEXT)
+    return op, h, hv, g, gv
+
+
+__all__ = ["FastExecutor", "Unsupported", "UNDECIDED", "split_comparison"]
