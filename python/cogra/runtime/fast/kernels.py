@@ -100,6 +100,73 @@ def _contribute(vi, vf, vx, prog, lo, hi, e, a_int, a_flt, a_valid, a_key):
 
 
 @njit(cache=True, inline="always")
+def _reset_row(di, df, dx, d, x_is_min):
+    for k in range(di.shape[1]):
+        di[d, k] = 0
+    for k in range(df.shape[1]):
+        df[d, k] = 0.0
+    for k in range(dx.shape[1]):
+        dx[d, k] = MIN_KEY_IDENTITY if x_is_min[k] else MAX_KEY_IDENTITY
+
+
+@njit(cache=True, inline="always")
+def _add_row(di, df, dx, d, si, sf, sx, s, x_is_min):
+    """Row ``d`` of the destination += row ``s`` of the source (min/max for extremes)."""
+    for k in range(di.shape[1]):
+        di[d, k] += si[s, k]
+    for k in range(df.shape[1]):
+        df[d, k] += sf[s, k]
+    for k in range(dx.shape[1]):
+        if x_is_min[k]:
+            if sx[s, k] < dx[d, k]:
+                dx[d, k] = sx[s, k]
+        elif sx[s, k] > dx[d, k]:
+            dx[d, k] = sx[s, k]
+
+
+@njit(cache=True, inline="always")
+def _contribute_row(vi, vf, vx, d, prog, lo, hi, e, a_int, a_flt, a_valid, a_key):
+    """The event ``e`` extends the ``vi[d, 0]`` trends of state row ``d`` (report Table 9)."""
+    ci = vi[d, 0]
+    cf = vf[d, 0]
+    for k in range(lo, hi):
+        op = prog[k, 1]
+        a = prog[k, 2]
+        s1 = prog[k, 3]
+        s2 = prog[k, 4]
+        if op == OP_CNT:
+            vi[d, s1] += ci
+            vf[d, s2] += cf
+        elif not a_valid[a, e]:
+            continue
+        elif op == OP_NN:
+            vi[d, s1] += ci
+            vf[d, s2] += cf
+        elif op == OP_SUM_INT:
+            x = a_int[a, e]
+            vi[d, s1] += np.uint64(x) * ci
+            vf[d, s2] += np.float64(x) * cf
+            vf[d, prog[k, 5]] += abs(np.float64(x)) * cf
+        elif op == OP_SUM_FLOAT:
+            vf[d, s2] += a_flt[a, e] * cf
+        elif op == OP_MIN:
+            if a_key[a, e] < vx[d, s1]:
+                vx[d, s1] = a_key[a, e]
+        elif op == OP_MAX:
+            if a_key[a, e] > vx[d, s1]:
+                vx[d, s1] = a_key[a, e]
+
+
+@njit(cache=True, inline="always")
+def _max_abs_row(df, d):
+    m = 0.0
+    for k in range(df.shape[1]):
+        if abs(df[d, k]) > m:
+            m = abs(df[d, k])
+    return m
+
+
+@njit(cache=True, inline="always")
 def _max_abs(sf):
     m = 0.0
     for k in range(sf.shape[0]):
@@ -118,26 +185,23 @@ def run_windows(
     out_i, out_f, out_x, out_e, out_r,
 ):
     n_x = x_is_min.shape[0]
-    # Per-variable states: running totals (any) or waiting trends (next / contiguous).
-    si = np.zeros((nv, n_i), np.uint64)
-    sf = np.zeros((nv, n_f), np.float64)
-    sx = np.zeros((nv, n_x), np.int64)
-    sr = np.zeros(nv, np.bool_)
-    # Finished trends (next / contiguous accumulate them as they finish).
-    fi = np.zeros((1, n_i), np.uint64)
-    ff = np.zeros((1, n_f), np.float64)
-    fx = np.zeros((1, n_x), np.int64)
-    fr = np.zeros(1, np.bool_)
+    # Rows 0..nv-1: per-variable states (running totals for any, waiting trends for
+    # next / contiguous); row nv: finished trends.
+    si = np.zeros((nv + 1, n_i), np.uint64)
+    sf = np.zeros((nv + 1, n_f), np.float64)
+    sx = np.zeros((nv + 1, n_x), np.int64)
+    sr = np.zeros(nv + 1, np.bool_)
+    fin = nv
     # One state per (event, variable) of the current batch.
     bi = np.zeros((max_batch, n_i), np.uint64)
     bf = np.zeros((max_batch, n_f), np.float64)
     bx = np.zeros((max_batch, n_x), np.int64)
-    br = np.zeros(max_batch, np.bool_)
     bvar = np.zeros(max_batch, np.int64)
     nvu = np.uint64(nv)
     for w in range(win_lo.shape[0]):
-        _reset(si, sf, sx, sr, x_is_min)
-        _reset(fi, ff, fx, fr, x_is_min)
+        for r in range(nv + 1):
+            _reset_row(si, sf, sx, r, x_is_min)
+            sr[r] = False
         exponent = 0
         unit = 1.0
         i = win_lo[w]
@@ -156,7 +220,7 @@ def run_windows(
                 for v in range(nv):
                     if _bit(bits, v) == 0:
                         continue
-                    _reset(bi[nb:nb + 1], bf[nb:nb + 1], bx[nb:nb + 1], br[nb:nb + 1], x_is_min)
+                    _reset_row(bi, bf, bx, nb, x_is_min)
                     alive = False
                     if _bit(start_bits, v):
                         bi[nb, 0] = 1
@@ -168,47 +232,50 @@ def run_windows(
                             continue
                         extended |= _ONE << np.uint64(u)
                         if sr[u]:
-                            _add(bi[nb], bf[nb], bx[nb], si[u], sf[u], sx[u], x_is_min)
+                            _add_row(bi, bf, bx, nb, si, sf, sx, u, x_is_min)
                             alive = True
                     if alive:
-                        _contribute(bi[nb], bf[nb], bx[nb], prog, op_ptr[v], op_ptr[v + 1],
-                                    e, a_int, a_flt, a_valid, a_key)
+                        _contribute_row(bi, bf, bx, nb, prog, op_ptr[v], op_ptr[v + 1],
+                                        e, a_int, a_flt, a_valid, a_key)
                         bvar[nb] = v
                         nb += 1
             if mode == 2:
-                _reset(si, sf, sx, sr, x_is_min)
+                for r in range(nv):
+                    _reset_row(si, sf, sx, r, x_is_min)
+                    sr[r] = False
             elif mode == 1:
                 for u in range(nv):
                     if _bit(extended, u):
-                        _reset(si[u:u + 1], sf[u:u + 1], sx[u:u + 1], sr[u:u + 1], x_is_min)
+                        _reset_row(si, sf, sx, u, x_is_min)
+                        sr[u] = False
             big = 0.0
             for k in range(nb):
                 v = bvar[k]
-                _add(si[v], sf[v], sx[v], bi[k], bf[k], bx[k], x_is_min)
+                _add_row(si, sf, sx, v, bi, bf, bx, k, x_is_min)
                 sr[v] = True
-                m = _max_abs(sf[v])
+                if mode != 0 and _bit(final_bits, v):
+                    _add_row(si, sf, sx, fin, bi, bf, bx, k, x_is_min)
+                    sr[fin] = True
+                m = _max_abs_row(sf, v)
                 if m > big:
                     big = m
-                if mode != 0 and _bit(final_bits, v):
-                    _add(fi[0], ff[0], fx[0], bi[k], bf[k], bx[k], x_is_min)
-                    fr[0] = True
-                    m = _max_abs(ff[0])
+                if mode != 0:
+                    m = _max_abs_row(sf, fin)
                     if m > big:
                         big = m
             if big > RESCALE_ABOVE:
                 scale = math.ldexp(1.0, -RESCALE_STEP)
                 sf *= scale
-                ff *= scale
                 exponent += RESCALE_STEP
                 unit = math.ldexp(1.0, -exponent)
             i = j
         if mode == 0:
             for v in range(nv):
                 if _bit(final_bits, v) and sr[v]:
-                    _add(fi[0], ff[0], fx[0], si[v], sf[v], sx[v], x_is_min)
-                    fr[0] = True
-        out_i[w] = fi[0]
-        out_f[w] = ff[0]
-        out_x[w] = fx[0]
+                    _add_row(si, sf, sx, fin, si, sf, sx, v, x_is_min)
+                    sr[fin] = True
+        out_i[w] = si[fin]
+        out_f[w] = sf[fin]
+        out_x[w] = sx[fin]
         out_e[w] = exponent
-        out_r[w] = fr[0]
+        out_r[w] = sr[fin]

@@ -255,6 +255,7 @@ def run_mixed_windows(
                                     wf[u, n_keep] = wf[u, k]
                                     wx[u, n_keep] = wx[u, k]
                                     we[u, n_keep] = we[u, k]
+                                wgone[u, n_keep] = False
                                 n_keep += 1
                         wn[u] = n_keep
             big = 0.0
