@@ -29,10 +29,12 @@ from cogra.runtime.fast.channels import (
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
+SPECIALIZE_MIN_EVENTS = 50_000
+"""Inputs at least this large get a kernel generated for the query's shape (codegen)."""
 
 
 def _popcount(bits: np.ndarray) -> np.ndarray:
-    return np.unpackbits(bits.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1)
+    return np.bitwise_count(bits).astype(np.int64)
 
 
 class FastExecutor:
@@ -161,9 +163,7 @@ class FastExecutor:
         times = self.engine.time_np[rows]
         plays = subs.bits
         pair_ok = self.pair_ok[rows]
-        a_int, a_flt = self.a_int[:, rows], self.a_flt[:, rows]
-        a_valid, a_key = self.a_valid[:, rows], self.a_key[:, rows]
-        max_batch = self._max_batch(times, plays)
+        a_int, a_flt, a_valid, a_key = self.a_int, self.a_flt, self.a_valid, self.a_key
         w = len(lo)
         c = self.chan
         out_i = np.zeros((w, max(1, c.n_i)), np.uint64)
@@ -173,14 +173,21 @@ class FastExecutor:
         out_r = np.zeros(w, np.bool_)
         common = (self.mode, times, plays, pair_ok, self.nv, self.pred_ptr, self.pred_idx,
                   self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
-                  a_int, a_flt, a_valid, a_key)
+                  a_int, a_flt, a_valid, a_key, rows)
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-        if not self.kept:
+        specialized = self._specialized(len(rows), lo, hi)
+        if specialized is not None:
+            kernel, rescale_above = specialized
+            kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi, rescale_above,
+                   out_i, out_f, out_x, out_e, out_r)
+        elif not self.kept:
+            max_batch = self._max_batch(times, plays)
             run_windows(*common, lo, hi, max_batch, out_i, out_f, out_x, out_e, out_r)
         else:
             from cogra.runtime.fast.mixed_kernels import run_mixed_windows
 
             max_window = max(1, int((hi - lo).max()))
+            max_batch = self._max_batch(times, plays)
             run_mixed_windows(
                 *common, self.kept_bits, self.pair_of, self.pair_flags, self.m_of,
                 self.h_rank[:, rows], self.h_valid[:, rows], self.q_a[:, rows], self.q_b[:, rows],
@@ -196,6 +203,38 @@ class FastExecutor:
             states.append(decode(c, layout, out_i[k], out_f[k], out_x[k], int(out_e[k]),
                                  self.x_decoders, scales))
         return states
+
+    def _specialized(self, n_events, lo, hi):
+        """A generated kernel and its rescale bound, when it pays off and is safe."""
+        if self.kept or n_events < SPECIALIZE_MIN_EVENTS or len(lo) == 0:
+            return None
+        from cogra.runtime.fast.codegen import Shape, kernel_for
+
+        # Trend counts are watched against a bound such that no slot can reach inf
+        # before the next check: sums are at most count * window * max|x|, and one batch
+        # multiplies counts by at most 1 + window * nv.
+        window = float(max(1, int((hi - lo).max())))
+        summed = [j for j, attr in enumerate(self.chan.attributes)
+                  if any(s.attribute == attr and s.role == "sum" for s in self.engine.layout.slots)]
+        biggest = 1.0
+        for j in summed:
+            vals = np.abs(self.a_flt[j][self.a_valid[j]])
+            if vals.size:
+                biggest = max(biggest, float(vals.max()))
+        bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
+        if not bound > 2.0**620:
+            return None
+        b = self.engine.bound
+        shape = Shape(
+            mode=self.mode, nv=self.nv,
+            preds=tuple(tuple(sorted(b.automaton.pred[v])) for v in range(self.nv)),
+            start=tuple(sorted(b.automaton.start)), final=tuple(sorted(b.automaton.final)),
+            ops=tuple(tuple(int(x) for x in row) for row in self.chan.program),
+            n_i=self.chan.n_i, n_f=self.chan.n_f,
+            x_is_min=tuple(bool(x) for x in self.chan.x_is_min),
+            pair_checks=tuple(sorted(self.engine.pairs.by_pair)),
+        )
+        return kernel_for(shape), bound
 
     @staticmethod
     def _max_batch(times: np.ndarray, plays: np.ndarray) -> int:

@@ -180,7 +180,7 @@ def run_windows(
     mode,  # 0 any (type-grained), 1 next, 2 contiguous
     times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, x_is_min, n_i, n_f,
-    a_int, a_flt, a_valid, a_key,
+    a_int, a_flt, a_valid, a_key, rows,
     win_lo, win_hi, max_batch,
     out_i, out_f, out_x, out_e, out_r,
 ):
@@ -236,7 +236,7 @@ def run_windows(
                             alive = True
                     if alive:
                         _contribute_row(bi, bf, bx, nb, prog, op_ptr[v], op_ptr[v + 1],
-                                        e, a_int, a_flt, a_valid, a_key)
+                                        rows[e], a_int, a_flt, a_valid, a_key)
                         bvar[nb] = v
                         nb += 1
             if mode == 2:

@@ -113,7 +113,7 @@ def _fen_clear(ti, tf, tx, tr, m, r, x_is_min):
 def run_mixed_windows(
     mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, x_is_min, n_i, n_f,
-    a_int, a_flt, a_valid, a_key,
+    a_int, a_flt, a_valid, a_key, rows,
     kept_bits, pair_of, pair_flags, m_of,
     h_rank, h_valid, q_a, q_b, q_eq, g_valid,
     win_lo, win_hi, max_batch, max_window,
@@ -234,7 +234,7 @@ def run_mixed_windows(
                                 alive = True
                     if alive:
                         _contribute(bi[nb], bf[nb], bx[nb], prog, op_ptr[v], op_ptr[v + 1],
-                                    e, a_int, a_flt, a_valid, a_key)
+                                    rows[e], a_int, a_flt, a_valid, a_key)
                         bvar[nb] = v
                         bev[nb] = e
                         nb += 1
