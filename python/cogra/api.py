@@ -12,7 +12,7 @@ from cogra.analysis.plan import Plan
 from cogra.errors import CograDataWarning
 from cogra.language.ast import Aggregate, AttrRef, Query
 from cogra.runtime.engine import Engine
-from cogra.runtime.output import build_table, result_type, window_type
+from cogra.runtime.output import ON_OVERFLOW, build_table, result_type, window_type
 
 
 def parse(query: str | Query) -> Query:
@@ -86,6 +86,8 @@ def evaluate(
     one row per (window, group) with at least one finished trend.  The schema metadata
     carries how many rows were read and skipped (``cogra.rows_null_time``, ...).
     """
+    if on_overflow not in ON_OVERFLOW:
+        raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
     table = as_table(events)
     p = plan(query, table.schema, type_column=type_column, time_column=time_column)
     engine = Engine(p, table, fast=compiled)

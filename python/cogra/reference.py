@@ -455,12 +455,15 @@ def _run(
                     else None
                     for it in q.returns
                 ]
-                groups[gkey] = (returned, Accumulator(aggregates))
+                groups[gkey] = (returned, Accumulator(aggregates), tuple(group_values))
             acc = groups[gkey][1]
             for trend in found:
                 acc.add_trend(trend)
 
-    rows = [ResultRow(window, acc.values(returned)) for (window, _), (returned, acc) in groups.items()]
+    rows = [
+        ResultRow(window, acc.values(returned), group)
+        for (window, _), (returned, acc, group) in groups.items()
+    ]
     return _Run(q, schema, time_type, rows, counters)
 
 

@@ -287,15 +287,12 @@ class _Binder:
         return tuple(tuple(x) for x in local), tuple(adjacent)
 
     def _bind_expression(self, cond: Condition, owner: str | None) -> exp.Expression:
-        """Rewrite columns to roles and resolve bare identifiers (attribute or string)."""
+        """Resolve bare identifiers (attribute or string), type-check, rewrite to roles."""
+        from cogra.language.parser import condition_sql
 
-        def rewrite(node: exp.Expression) -> exp.Expression:
-            if not isinstance(node, exp.Column):
+        def resolve(node: exp.Expression) -> exp.Expression:
+            if not isinstance(node, exp.Column) or node.table or node.text("db"):
                 return node
-            if node.text("db") == NEXT_MARKER:
-                return exp.column(node.name, table=ROLE_NEXT)
-            if node.table:
-                return exp.column(node.name, table=ROLE_CUR)
             if self.schema.get_field_index(node.name) < 0:
                 return exp.Literal.string(node.name)
             if owner is None:
@@ -304,12 +301,19 @@ class _Binder:
                     f"belong to; write V.{node.name} (an attribute) or '{node.name}' (a string)",
                     cond.span,
                 )
-            return exp.column(node.name, table=ROLE_CUR)
+            return exp.column(node.name, table=owner)
 
-        bound = cond.expression.copy().transform(rewrite)
+        resolved = cond.expression.copy().transform(resolve)
 
         def kind(col: exp.Column) -> str:
             return kind_of_type(self.schema.field(col.name).type)
 
-        check_types(bound, kind, lambda n, msg: self.error(msg, cond.span))
-        return bound
+        check_types(resolved, kind, lambda n, msg: self.error(msg, cond.span), condition_sql)
+
+        def to_role(node: exp.Expression) -> exp.Expression:
+            if not isinstance(node, exp.Column):
+                return node
+            role = ROLE_NEXT if node.text("db") == NEXT_MARKER else ROLE_CUR
+            return exp.column(node.name, table=role)
+
+        return resolved.transform(to_role)

@@ -162,10 +162,12 @@ def check_types(
     node: exp.Expression,
     kind_of: Callable[[exp.Column], str],
     fail: Callable[[exp.Expression, str], QueryError],
+    render: Callable[[exp.Expression], str] = lambda n: n.sql(),
 ) -> str:
     """Infer the kind of ``node``; raise ``fail(node, message)`` on a type mismatch.
 
-    The whole condition must be boolean.
+    The whole condition must be boolean.  ``render`` writes sub-expressions in
+    messages (as the user wrote them).
     """
 
     def infer(n: exp.Expression) -> str:
@@ -183,7 +185,7 @@ def check_types(
             for child in ([n.this] if isinstance(n, exp.Neg) else [n.this, n.expression]):
                 k = infer(child)
                 if k not in (NUMBER, NULL):
-                    raise fail(child, f"arithmetic needs numbers, but {child.sql()} is a {k}")
+                    raise fail(child, f"arithmetic needs numbers, but {render(child)} is a {k}")
             return NUMBER
         if isinstance(n, (exp.And, exp.Or)):
             for child in (n.this, n.expression):
@@ -204,20 +206,20 @@ def check_types(
         if isinstance(n, exp.Between):
             _comparable(n, [n.this, n.args["low"], n.args["high"]])
             return BOOLEAN
-        raise fail(n, f"unsupported expression {n.sql()!r} (supported: arithmetic, comparisons, "
+        raise fail(n, f"unsupported expression {render(n)!r} (supported: arithmetic, comparisons, "
                    "AND/OR/NOT, IN, BETWEEN, IS [NOT] NULL)")
 
     def _want_bool(child: exp.Expression, k: str) -> None:
         if k not in (BOOLEAN, NULL):
-            raise fail(child, f"{child.sql()} is a {k}, not a condition")
+            raise fail(child, f"{render(child)} is a {k}, not a condition")
 
     def _comparable(n: exp.Expression, operands: list[exp.Expression]) -> None:
         kinds = {infer(o) for o in operands} - {NULL}
         if len(kinds) > 1:
             raise fail(n, "cannot compare " + " with ".join(
-                f"{o.sql()} ({infer(o)})" for o in operands))
+                f"{render(o)} ({infer(o)})" for o in operands))
 
     kind = infer(node)
     if kind not in (BOOLEAN, NULL):
-        raise fail(node, f"{node.sql()} is a {kind}, not a condition")
+        raise fail(node, f"{render(node)} is a {kind}, not a condition")
     return kind

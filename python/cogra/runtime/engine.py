@@ -73,6 +73,14 @@ def numpy_column(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarra
     return data, valid
 
 
+def micros(col: pa.ChunkedArray) -> np.ndarray:
+    """Timestamps of any unit as int64 microseconds since the epoch, floored."""
+    raw = col.cast(pa.int64()).to_numpy() if not isinstance(col, np.ndarray) else col
+    factor = {"s": -1_000_000, "ms": -1000, "us": 1, "ns": 1000}[col.type.unit]
+    raw = np.asarray(raw, dtype=np.int64)
+    return raw * -factor if factor < 0 else raw // factor
+
+
 def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Dense int codes of the tuple of ``names`` per row (NULL is a value), and one
     representative row per code (to read the key's values back)."""
@@ -105,7 +113,10 @@ class Engine:
         b = plan.bound
         self.bound = b
         self.counters = {"rows_in": table.num_rows, "rows_null_time": 0, "rows_null_type": 0}
-        valid = pc.is_valid(table.column(b.time_column))
+        time_col = table.column(b.time_column)
+        valid = pc.is_valid(time_col)
+        if pa.types.is_floating(time_col.type):  # NaN and infinite times are no times either
+            valid = pc.and_(valid, pc.fill_null(pc.is_finite(time_col), False))
         n_valid_time = int(pc.sum(valid).as_py() or 0)
         self.counters["rows_null_time"] = table.num_rows - n_valid_time
         if b.type_column is not None:
@@ -129,9 +140,10 @@ class Engine:
 
     # -- per-row facts ---------------------------------------------------------------
     def _numeric_times(self) -> np.ndarray:
+        """Times as numbers: seconds, or µs since the epoch for timestamps (floored)."""
         col = self.table.column(self.bound.time_column)
         if pa.types.is_timestamp(col.type):
-            col = col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64())
+            return micros(col)
         return np.asarray(col.to_numpy(), dtype=np.int64 if pa.types.is_integer(col.type) else np.float64)
 
     @cached_property
@@ -139,7 +151,7 @@ class Engine:
         """Exact times for the Python path: ints, floats, or µs."""
         col = self.table.column(self.bound.time_column)
         if pa.types.is_timestamp(col.type):
-            return col.cast(pa.timestamp("us", tz=col.type.tz)).cast(pa.int64()).to_pylist()
+            return self.time_np.tolist()
         return col.to_pylist()
 
     @cached_property
@@ -328,7 +340,7 @@ class Engine:
             for i, g in zip(group_pos, group):
                 if i >= 0:
                     values[i] = g
-            results.append(ResultRow(window, tuple(values)))
+            results.append(ResultRow(window, tuple(values), group))
         return results
 
     @cached_property

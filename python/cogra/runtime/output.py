@@ -42,6 +42,8 @@ class ResultRow:
 
     window: tuple[Any, Any] | None
     values: tuple[Any, ...]
+    group: tuple[Any, ...] = ()
+    """The GROUP-BY values in GROUP-BY order (also those RETURN does not show): the sort key."""
 
 
 def column_type(schema: pa.Schema, name: str) -> pa.DataType:
@@ -141,13 +143,22 @@ def build_table(
     types = [result_type(item, schema) for item in query.returns]
     group_positions = [i for i, it in enumerate(query.returns) if isinstance(it.value, AttrRef)]
 
+    def order(v: Any) -> tuple:
+        if v is None:
+            return (0, 0)
+        if isinstance(v, float) and v != v:
+            return (2, 0)
+        return (1, v)
+
     def key(row: ResultRow) -> tuple:
+        # Window, then the GROUP-BY values, then the other values: a total order that
+        # does not depend on how an executor happened to enumerate its groups.
         parts: list[tuple] = []
         if row.window is not None:
             parts.append((0, row.window[0]))
-        for i in group_positions:
-            v = row.values[i]
-            parts.append((0, 0) if v is None else (1, v))
+        parts += [order(v) for v in row.group]
+        parts += [order(row.values[i]) for i in group_positions]
+        parts += [order(v) for i, v in enumerate(row.values) if i not in group_positions]
         return tuple(parts)
 
     ordered = sorted(rows, key=key)

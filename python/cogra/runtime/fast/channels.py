@@ -60,7 +60,12 @@ class ChannelLayout:
     attributes: tuple[str, ...]
 
 
-def channel_layout(layout: Layout, table_schema: pa.Schema) -> ChannelLayout:
+def channel_layout(layout: Layout, table_schema: pa.Schema,
+                   inexact: frozenset[str] = frozenset()) -> ChannelLayout:
+    """Slots to channels.  Float attributes are summed as exact scaled integers
+    (``x * 2**k``, like the Python executors) unless listed in ``inexact`` (their
+    scaled values do not fit int64), which are summed in double with a magnitude bound.
+    """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
     ops: list[tuple[int, int, int, int, int, int]] = []
@@ -69,7 +74,7 @@ def channel_layout(layout: Layout, table_schema: pa.Schema) -> ChannelLayout:
 
     for slot in layout.slots:
         a = attrs.index(slot.attribute) if slot.attribute else -1
-        is_float = slot.attribute is not None and pa.types.is_floating(table_schema.field(slot.attribute).type)
+        is_float = slot.attribute in inexact
         v = slot.variable if slot.variable is not None else -1
         if slot.role in ("count", "cnt", "nn"):
             slot_map.append(("int", n_i, n_f, -1))
@@ -85,9 +90,9 @@ def channel_layout(layout: Layout, table_schema: pa.Schema) -> ChannelLayout:
             n_i += 1
             n_f += 2
         elif slot.role == "sum":
-            slot_map.append(("fsum", -1, n_f, -1))
-            ops.append((v, OP_SUM_FLOAT, a, -1, n_f, -1))
-            n_f += 1
+            slot_map.append(("fsum", -1, n_f, n_f + 1))
+            ops.append((v, OP_SUM_FLOAT, a, -1, n_f, n_f + 1))
+            n_f += 2
         elif slot.role == "inf":
             # Non-finite inputs send the window to the exact path, so this slot stays 0.0.
             slot_map.append(("inf", -1, -1, -1))
@@ -124,6 +129,15 @@ def _unsigned(v: int) -> int:
 def _signed(v: int) -> int:
     v = _unsigned(v)
     return v - (1 << 64) if v >= 1 << 63 else v
+
+
+CANCELLATION_LIMIT = 1e3
+"""A double sum is used only when sum(|x|) / |sum(x)| stays below this: its relative
+error is then at most about events * 2**-53 * this ratio."""
+
+
+def _trustworthy(approx: float, bound: float) -> bool:
+    return approx != 0.0 and bound <= CANCELLATION_LIMIT * abs(approx)
 
 
 def _scaled(approx: float, exponent: int) -> float:
@@ -164,16 +178,16 @@ def decode(
                 state[idx] = _unsigned(modular) if kind == "int" else _signed(modular)
                 continue
             approx = float(f_vals[fi])
-            if kind == "isum" and (bound > 1e6 * abs(approx) or approx == 0.0):
-                return UNDECIDED  # cancellation: the approximation proves nothing
+            if kind == "isum" and not _trustworthy(approx, bound):
+                return UNDECIDED
             if abs(_scaled(approx, exponent)) <= SURELY_TOO_BIG:
                 return UNDECIDED
             # Far beyond int64: the approximation is enough (the output reports the
             # overflow, and AVG only needs the ratio).
             state[idx] = int(Fraction(approx) * (1 << exponent))
         elif kind == "fsum":
-            approx = float(f_vals[fi])
-            if exponent and abs(approx) < TINY:
+            approx, bound = float(f_vals[fi]), float(f_vals[extra])
+            if (exponent and abs(approx) < TINY) or not _trustworthy(approx, bound):
                 return UNDECIDED
             state[idx] = Fraction(approx) * (1 << exponent) * scales[slot.attribute]
         elif kind == "x":

@@ -225,6 +225,7 @@ def generate(shape: Shape) -> str:
                                             w(f"c_f{s3} += abs(np.float64(x)) * c_f0")
                                         elif op == OP_SUM_FLOAT:
                                             w(f"c_f{s2} += a_flt[{a}, r] * c_f0")
+                                            w(f"c_f{s3} += abs(a_flt[{a}, r]) * c_f0")
                                         elif op in (OP_MIN, OP_MAX):
                                             cmp = "<" if op == OP_MIN else ">"
                                             w(f"if a_key[{a}, r] {cmp} c_x{s1}:")

@@ -50,7 +50,8 @@ class FastExecutor:
         if self.nv > MAX_VARIABLES:
             raise Unsupported(f"more than {MAX_VARIABLES} variables")
         self.mode = MODES[executor]
-        self.chan = channel_layout(engine.layout, engine.table.schema)
+        self.inexact = self._inexact_float_sums(engine)
+        self.chan = channel_layout(engine.layout, engine.table.schema, self.inexact)
         self._attribute_arrays(engine.table)
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
@@ -103,6 +104,20 @@ class FastExecutor:
         self.kept_bits = np.uint64(sum(1 << u for u in self.kept))
 
     # -- inputs ------------------------------------------------------------------------
+    @staticmethod
+    def _inexact_float_sums(engine: Any) -> frozenset[str]:
+        """Float attributes whose scaled values ``x * 2**k`` do not fit 2**62 (int64)."""
+        out = set()
+        for slot in engine.layout.slots:
+            attr = slot.attribute
+            if slot.role != "sum" or not pa.types.is_floating(engine.table.schema.field(attr).type):
+                continue
+            col = pc.drop_null(engine.table.column(attr)).to_numpy(zero_copy_only=False)
+            col = col[np.isfinite(col)]
+            if col.size and float(np.abs(col).max()) * engine.scales[attr] >= 2.0**62:
+                out.add(attr)
+        return frozenset(out)
+
     def _attribute_arrays(self, table: pa.Table) -> None:
         attrs = self.chan.attributes
         n = table.num_rows
@@ -132,6 +147,9 @@ class FastExecutor:
                 if attr in sums and not np.isfinite(flts).all():
                     raise Unsupported(f"{attr} holds inf or nan")
                 self.a_flt[j] = flts
+                if attr in sums and attr not in self.inexact:
+                    # Exact: x * 2**k is an integer below 2**62 (see _inexact_float_sums).
+                    self.a_int[j] = (flts * float(self.engine.scales[attr])).astype(np.int64)
                 self.a_key[j] = float_key(flts)
                 decoders[attr] = float_from_key
             elif attr in sums:
@@ -143,11 +161,13 @@ class FastExecutor:
                 self.a_key[j] = np.fromiter((rank.get(v, 0) for v in col.to_pylist()), np.int64, n)
                 decoders[attr] = ordered.__getitem__
             elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_boolean(t):
-                storage = pa.int64() if not pa.types.is_date(t) else pa.int32()
+                storage = pa.int32() if pa.types.is_date32(t) else pa.int64()
+                if pa.types.is_boolean(t):
+                    storage = pa.int8()
                 ints = pc.fill_null(col.cast(storage), 0).cast(pa.int64()).to_numpy()
                 self.a_key[j] = ints
-                decoders[attr] = (lambda tt: lambda k: pa.scalar(k, pa.int64()).cast(tt).as_py())(t) \
-                    if not pa.types.is_boolean(t) else bool
+                decoders[attr] = bool if pa.types.is_boolean(t) else (
+                    lambda tt, st: lambda k: pa.scalar(k, st).cast(tt).as_py())(t, storage)
             else:
                 raise Unsupported(f"{attr} is {t}")
         self.x_decoders = []

@@ -91,6 +91,7 @@ def _contribute(vi, vf, vx, prog, lo, hi, e, a_int, a_flt, a_valid, a_key):
             vf[s3] += abs(np.float64(x)) * cf
         elif op == OP_SUM_FLOAT:
             vf[s2] += a_flt[a, e] * cf
+            vf[s3] += abs(a_flt[a, e]) * cf
         elif op == OP_MIN:
             if a_key[a, e] < vx[s1]:
                 vx[s1] = a_key[a, e]
@@ -149,6 +150,7 @@ def _contribute_row(vi, vf, vx, d, prog, lo, hi, e, a_int, a_flt, a_valid, a_key
             vf[d, prog[k, 5]] += abs(np.float64(x)) * cf
         elif op == OP_SUM_FLOAT:
             vf[d, s2] += a_flt[a, e] * cf
+            vf[d, prog[k, 5]] += abs(a_flt[a, e]) * cf
         elif op == OP_MIN:
             if a_key[a, e] < vx[d, s1]:
                 vx[d, s1] = a_key[a, e]

@@ -1,0 +1,165 @@
+"""Sessions that know ``MATCH_TREND``.
+
+* :func:`session` starts (or returns) a SparkSession with the cogra shim jar and
+  ``spark.sql.extensions=org.apache.spark.sql.cogra.CograExtensions``; the jar is built
+  from ``jvm-shim/`` on first use (see :mod:`cogra.spark.shim_build`).
+* :func:`configure` adds the same settings to a ``SparkSession.builder`` (Delta-style).
+* :func:`register` makes ``MATCH_TREND`` a session-scoped Python UDTF, for sessions that
+  cannot load jars (an existing session, a Spark Connect client): same results, but rows
+  are split by Spark's generic UDTF machinery and a ``PARTITION BY`` after ``TABLE(...)``
+  is refused (the function partitions its input itself).
+* :func:`match_trend` is the DataFrame API.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from cogra.spark import shim_build
+from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+EXTENSION = shim_build.EXTENSION_CLASS
+
+#: Local defaults of :func:`session`; any of them can be overridden through ``**conf``.
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2)),
+    "spark.default.parallelism": str(max(2, os.cpu_count() or 2)),
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+
+def jar_path() -> str:
+    """The shim jar for the installed sources and pyspark (compiled now if stale)."""
+    return str(shim_build.ensure_jar().jar)
+
+
+def _merge_list(existing: str | None, item: str) -> str:
+    items = [x.strip() for x in (existing or "").split(",") if x.strip()]
+    if item not in items:
+        items.append(item)
+    return ",".join(items)
+
+
+def configure(builder: Any, *, jar: str | None = None) -> Any:
+    """Add the cogra shim to a ``SparkSession.builder`` and return the builder.
+
+    Keeps ``spark.jars`` and ``spark.sql.extensions`` values already set on the builder, and
+    points Python workers at this interpreter unless ``spark.pyspark.python`` is set.
+    """
+    jar = jar or jar_path()
+    options = getattr(builder, "_options", {})
+    builder = builder.config("spark.jars", _merge_list(options.get("spark.jars"), jar))
+    builder = builder.config(
+        "spark.sql.extensions", _merge_list(options.get("spark.sql.extensions"), EXTENSION)
+    )
+    if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
+        builder = builder.config("spark.pyspark.python", sys.executable)
+    return builder
+
+
+def session(app_name: str = "cogra", master: str = "local[*]", **conf: Any) -> "SparkSession":
+    """A SparkSession in which ``MATCH_TREND`` works (the shim is built on first use).
+
+    ``conf`` holds Spark settings (``session(**{"spark.sql.shuffle.partitions": "4"})``);
+    they override :data:`LOCAL_DEFAULTS`. If a session already runs in this process
+    without the extension, this raises: stop it first, or call :func:`register` on it.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name).master(master)
+    settings = {**LOCAL_DEFAULTS, **{str(k): v for k, v in conf.items()}}
+    for key, value in settings.items():
+        if key not in ("spark.jars", "spark.sql.extensions"):
+            builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
+    for key in ("spark.jars", "spark.sql.extensions"):
+        if key in settings:
+            builder = builder.config(key, str(settings[key]))
+    spark = configure(builder).getOrCreate()
+    if not has_extension(spark):
+        raise RuntimeError(
+            "a SparkSession without the cogra extension is already running in this process; "
+            "stop it (spark.stop()) before cogra.spark.session(), or use "
+            "cogra.spark.register(spark) to add MATCH_TREND to it as a Python UDTF"
+        )
+    return spark
+
+
+def has_extension(spark: "SparkSession") -> bool:
+    """Whether ``spark`` was built with the cogra session extension."""
+    try:
+        value = spark.conf.get("spark.sql.extensions", "") or ""
+    except Exception:  # noqa: BLE001 - a Connect server may refuse to read some settings
+        return False
+    return EXTENSION in [x.strip() for x in value.split(",")]
+
+
+def _ansi(spark: "SparkSession") -> bool:
+    try:
+        return str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
+    except Exception:  # noqa: BLE001
+        return True
+
+
+def python_udtf(spark: "SparkSession") -> Any:
+    """``MATCH_TREND`` as an (unregistered) Arrow Python UDTF object for ``spark``."""
+    from pyspark.util import PythonEvalType
+
+    handler = MatchTrendUDTF if _ansi(spark) else MatchTrendNullOnOverflowUDTF
+    if _is_connect(spark):
+        from pyspark.sql.connect.udtf import _create_udtf
+    else:
+        from pyspark.sql.udtf import _create_udtf
+    # pyspark's public arrow_udtf() refuses an `analyze` method (SPARK-53286); the JVM runs
+    # it for SQL_ARROW_UDTF all the same, so the UDTF is created with that eval type directly.
+    return _create_udtf(
+        handler, None, name=FUNCTION_NAME, evalType=PythonEvalType.SQL_ARROW_UDTF, deterministic=True
+    )
+
+
+def _is_connect(spark: "SparkSession") -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def register(spark: "SparkSession", name: str = FUNCTION_NAME) -> Any:
+    """Register ``MATCH_TREND`` in ``spark`` as a session-scoped Python UDTF (no jar needed).
+
+    The overflow policy follows ``spark.sql.ansi.enabled`` at registration time.
+    """
+    return spark.udtf.register(name, python_udtf(spark))
+
+
+def match_trend(
+    df: "DataFrame",
+    query: str,
+    *,
+    type_column: str = "type",
+    time_column: str = "time",
+) -> "DataFrame":
+    """Evaluate a COGRA ``query`` over ``df``: the DataFrame form of ``MATCH_TREND``.
+
+    Uses the shim when the session has the extension (Arrow streaming, pushdown), and the
+    Python UDTF otherwise; both give the same rows.
+    """
+    spark = df.sparkSession
+    if has_extension(spark):
+        return spark.sql(
+            f"SELECT * FROM {FUNCTION_NAME}(TABLE({{df}}), :query, "
+            "type_column => :type_column, time_column => :time_column)",
+            args={"query": query, "type_column": type_column, "time_column": time_column},
+            df=df,
+        )
+    from pyspark.sql.functions import lit
+
+    udtf = python_udtf(spark)
+    return udtf(
+        df.asTable(), lit(query), type_column=lit(type_column), time_column=lit(time_column)
+    )

@@ -1,0 +1,410 @@
+"""The Python code Spark calls for ``MATCH_TREND(TABLE(t), query, ...)``.
+
+Two routes lead here, and both end in :func:`cogra.evaluate` on Arrow data:
+
+* **The JVM shim** (``spark.sql.extensions=org.apache.spark.sql.cogra.CograExtensions``):
+  while the query is analyzed, the shim runs :meth:`MatchTrendUDTF.analyze` (through
+  Spark's own UDTF analyze runner), then plans the call as ``MapInArrow`` over the TABLE
+  argument, repartitioned by the query's plain keys and sorted by (keys, time).  Each task
+  runs the function built by :func:`make_map_function`: it streams the partition's Arrow
+  batches and evaluates complete key groups in chunks (:class:`_ChunkedEvaluator`).
+* **A plain Python UDTF** (:func:`cogra.spark.register`, for sessions that cannot load the
+  jar): Spark calls :meth:`MatchTrendUDTF.analyze`, partitions and orders the table as it
+  requests, and feeds each partition's Arrow batches to :meth:`MatchTrendUDTF.eval`;
+  :meth:`MatchTrendUDTF.terminate` evaluates the partition.
+
+``analyze`` fixes the output schema without reading data, so a query that does not parse
+or names a missing column fails at analysis, before any job, with cogra's message (line,
+column and a caret).  It also asks for the columns the query reads and for a filter that
+every usable row passes (from :func:`cogra.pushdown`), so the scan below the TABLE
+argument reads less.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.errors import PySparkValueError
+from pyspark.sql.types import StructField, StructType
+from pyspark.sql.udtf import (
+    AnalyzeArgument,
+    AnalyzeResult,
+    OrderingColumn,
+    PartitioningColumn,
+    SelectedColumn,
+)
+
+import cogra
+from cogra.errors import CograError
+
+FUNCTION_NAME = "MATCH_TREND"
+#: Alias of the pushed-down row filter among the selected input columns; the shim turns it
+#: into a Filter below the scan's projection, the plain UDTF route filters rows with it.
+FILTER_ALIAS = "__cogra_filter__"
+#: Prefix of the columns the shim adds for a user's ``PARTITION BY`` expressions.
+KEY_PREFIX = "__cogra_pk_"
+#: Evaluate at least this many rows at a time (whole key groups), see _ChunkedEvaluator.
+CHUNK_ROWS = 1 << 17
+
+USAGE = (
+    f"{FUNCTION_NAME}(TABLE(t), 'RETURN ... PATTERN ...' "
+    "[, type_column => 'type'] [, time_column => 'time'])"
+)
+
+
+def MatchTrendError(message: str) -> PySparkValueError:
+    """An error for ``analyze`` to raise: Spark's analyzer keeps the text after
+    ``PySparkValueError:``, so the user sees cogra's message without a Python traceback."""
+    return PySparkValueError(message=message)
+
+
+@dataclass
+class CograAnalyzeResult(AnalyzeResult):
+    """What ``analyze`` decided, handed (pickled) to every task that evaluates the call."""
+
+    query: str = ""
+    type_column: str = "type"
+    time_column: str = "time"
+    #: Plain sub-stream keys the input is partitioned by (input column names).
+    key_columns: tuple[str, ...] = ()
+    #: Input columns the evaluation reads, in the order they are selected.
+    input_columns: tuple[str, ...] = ()
+    #: SQL predicate every row the query can use satisfies, or None.
+    filter_sql: str | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------
+# analyze
+# ---------------------------------------------------------------------------
+
+
+def quote_identifier(name: str) -> str:
+    """A Spark SQL identifier for a column name (backticks, doubled inside)."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _string_argument(arg: AnalyzeArgument | None, what: str, default: str | None) -> str:
+    if arg is None:
+        if default is None:
+            raise MatchTrendError(f"{FUNCTION_NAME} needs {what}: {USAGE}")
+        return default
+    if arg.isTable:
+        raise MatchTrendError(f"{FUNCTION_NAME}: {what} must be a string, not a TABLE: {USAGE}")
+    if not arg.isConstantExpression or not isinstance(arg.value, str):
+        raise MatchTrendError(
+            f"{FUNCTION_NAME}: {what} must be a constant string (got {arg.dataType.simpleString()}"
+            f"{'' if arg.isConstantExpression else ' expression'}): {USAGE}"
+        )
+    return arg.value
+
+
+def _arrow_schema(struct: StructType) -> pa.Schema:
+    """The Arrow schema Spark will send for the TABLE argument (columns it cannot send as
+    Arrow are left out, so a query that names one reports it as missing)."""
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for f in struct.fields:
+        try:
+            fields.append(pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"), f.nullable))
+        except Exception:  # noqa: BLE001 - e.g. intervals/variant: not a COGRA attribute type
+            continue
+    return pa.schema(fields)
+
+
+def _spark_schema(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return StructType(
+        [StructField(f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True), True) for f in schema]
+    )
+
+
+def _resolve(name: str, columns: Sequence[str]) -> str:
+    """The input column a query attribute names: exact match, else a unique case-insensitive one."""
+    if name in columns:
+        return name
+    folded = [c for c in columns if c.lower() == name.lower()]
+    return folded[0] if len(folded) == 1 else name
+
+
+def plain_group_keys(query: str) -> tuple[str, ...]:
+    """Keys the input can be partitioned by without splitting an output group.
+
+    These are the plain sub-stream keys (:func:`cogra.partition_columns`: rows that differ in
+    them never meet in a trend) that are also unqualified GROUP-BY attributes: a key that is
+    only an equivalence ``[attr]`` separates sub-streams whose results still merge into one
+    output row, so partitioning by it would split that row.
+    """
+    q = cogra.parse(query)
+    grouped = {ref.name for ref in q.group_by if ref.variable is None}
+    return tuple(k for k in cogra.partition_columns(q) if k in grouped)
+
+
+def pushdown(query: str, schema: pa.Schema, type_column: str, time_column: str
+             ) -> tuple[tuple[str, ...], str | None]:
+    """(columns the query reads, filter SQL or None); every column and no filter if the
+    engine offers no :func:`cogra.pushdown`."""
+    fn = getattr(cogra, "pushdown", None)
+    if fn is None:
+        return tuple(schema.names), None
+    columns, filter_sql = fn(query, schema, type_column=type_column, time_column=time_column)
+    return tuple(columns), filter_sql
+
+
+def analyze_call(
+    input: AnalyzeArgument | None,
+    query: AnalyzeArgument | None,
+    type_column: AnalyzeArgument | None = None,
+    time_column: AnalyzeArgument | None = None,
+) -> CograAnalyzeResult:
+    if input is None or not input.isTable or not isinstance(input.dataType, StructType):
+        raise MatchTrendError(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
+    text = _string_argument(query, "a query", None)
+    type_col = _string_argument(type_column, "type_column", "type")
+    time_col = _string_argument(time_column, "time_column", "time")
+    in_schema = _arrow_schema(input.dataType)
+    try:
+        out_schema = cogra.result_schema(text, in_schema, type_column=type_col, time_column=time_col)
+        keys = plain_group_keys(text)
+        columns, filter_sql = pushdown(text, in_schema, type_col, time_col)
+    except CograError as e:
+        raise MatchTrendError(f"{FUNCTION_NAME}: {e}") from None
+
+    names = in_schema.names
+    keys = tuple(_resolve(k, names) for k in keys)
+    time_name = _resolve(time_col, names)
+    selected: list[str] = []
+    for c in (*keys, time_name, *columns):
+        c = _resolve(c, names)
+        if c in names and c not in selected:
+            selected.append(c)
+    select = [SelectedColumn(quote_identifier(c)) for c in selected]
+    if filter_sql:
+        select.append(SelectedColumn(f"({filter_sql})", alias=FILTER_ALIAS))
+
+    return CograAnalyzeResult(
+        schema=_spark_schema(out_schema),
+        withSinglePartition=not keys,
+        partitionBy=[PartitioningColumn(quote_identifier(k)) for k in keys],
+        orderBy=[OrderingColumn(quote_identifier(time_name))],
+        select=select,
+        query=text,
+        type_column=type_col,
+        time_column=time_col,
+        key_columns=keys,
+        input_columns=tuple(selected),
+        filter_sql=filter_sql,
+    )
+
+
+# ---------------------------------------------------------------------------
+# evaluation
+# ---------------------------------------------------------------------------
+
+
+def _target_schema(result: CograAnalyzeResult) -> pa.Schema:
+    """The Arrow schema Spark expects back (its own mapping of the Spark output schema)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(result.schema, timezone="UTC")
+
+
+def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
+    if table.num_columns != len(target):
+        raise RuntimeError(
+            f"{FUNCTION_NAME}: the engine returned {table.num_columns} columns, "
+            f"analysis promised {len(target)}"
+        )
+    table = table.rename_columns(target.names).replace_schema_metadata(None)
+    return table if table.schema.equals(target) else table.cast(target)
+
+
+class _Evaluator:
+    """Evaluates batches of one or more complete key groups with :func:`cogra.evaluate`."""
+
+    def __init__(self, result: CograAnalyzeResult, on_overflow: str, drop: Sequence[str] = ()):
+        self.result = result
+        self.on_overflow = on_overflow
+        self.drop = set(drop) | {FILTER_ALIAS}
+        self.target = _target_schema(result)
+
+    def prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Apply the pushed-down filter if it arrived as a column (plain UDTF route)."""
+        names = batch.schema.names
+        if FILTER_ALIAS in names:
+            keep = pc.fill_null(batch.column(names.index(FILTER_ALIAS)), False)
+            batch = batch.filter(keep)
+        return batch
+
+    def evaluate(self, batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        extra = [n for n in table.column_names if n in self.drop]
+        if extra:
+            table = table.drop_columns(extra)
+        out = cogra.evaluate(
+            self.result.query,
+            table,
+            type_column=self.result.type_column,
+            time_column=self.result.time_column,
+            on_overflow=self.on_overflow,
+        )
+        if out.num_rows:
+            yield from _conform(out, self.target).to_batches()
+
+
+def _equal_neighbours(col: pa.Array) -> Any:
+    """numpy bool array: row i+1 has the same key value as row i (NULL equals NULL, NaN NaN)."""
+    import numpy as np
+
+    n = len(col)
+    a, b = col.slice(0, n - 1), col.slice(1)
+    try:
+        eq = pc.equal(a, b)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError):
+        left, right = a.to_pylist(), b.to_pylist()
+        return np.fromiter((x == y for x, y in zip(left, right)), dtype=bool, count=n - 1)
+    both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+    eq = pc.or_(pc.fill_null(eq, False), both_null)
+    if pa.types.is_floating(col.type):
+        both_nan = pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)
+        eq = pc.or_(eq, both_nan)
+    return eq.to_numpy(zero_copy_only=False)
+
+
+class _ChunkedEvaluator:
+    """Streams one Spark partition, sorted by its key columns, through the engine.
+
+    Rows arrive grouped by key (the shim sorts each partition by keys, then time). Batches
+    are buffered until at least CHUNK_ROWS rows are held *and* a key boundary is seen; the
+    complete groups before the last boundary are evaluated together and their result rows
+    emitted, the rest is kept. Memory is bounded by CHUNK_ROWS plus the largest key group
+    (the engine evaluates a group from a table; it has no incremental API yet).
+    """
+
+    def __init__(self, evaluator: _Evaluator, key_columns: Sequence[str],
+                 chunk_rows: int = CHUNK_ROWS):
+        self.evaluator = evaluator
+        self.keys = list(key_columns)
+        self.chunk_rows = chunk_rows
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_rows = 0
+        self.last_keys: pa.RecordBatch | None = None
+
+    def _boundaries(self, batch: pa.RecordBatch) -> Any:
+        """Offsets in ``batch`` where a new key group starts (0 = at its first row)."""
+        import numpy as np
+
+        keys = pa.RecordBatch.from_arrays([batch.column(k) for k in self.keys], names=self.keys)
+        if self.last_keys is not None:
+            table = pa.Table.from_batches([self.last_keys, keys]).combine_chunks()
+            offset = 1
+        else:
+            table = pa.Table.from_batches([keys]).combine_chunks()
+            offset = 0
+        self.last_keys = keys.slice(keys.num_rows - 1, 1)
+        if table.num_rows < 2:
+            return np.empty(0, dtype=np.int64)
+        same = np.ones(table.num_rows - 1, dtype=bool)
+        for name in self.keys:
+            same &= _equal_neighbours(table.column(name).combine_chunks())
+        return np.flatnonzero(~same) + 1 - offset
+
+    def feed(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        batch = self.evaluator.prepare(batch)
+        if batch.num_rows == 0:
+            return
+        if self.keys:
+            starts = self._boundaries(batch)
+            if len(starts) and self.pending_rows + int(starts[-1]) >= self.chunk_rows:
+                cut = int(starts[-1])
+                head = [*self.pending, batch.slice(0, cut)]
+                self.pending, self.pending_rows = [], 0
+                yield from self.evaluator.evaluate(head)
+                batch = batch.slice(cut)
+        self.pending.append(batch)
+        self.pending_rows += batch.num_rows
+
+    def finish(self) -> Iterator[pa.RecordBatch]:
+        pending, self.pending, self.pending_rows = self.pending, [], 0
+        yield from self.evaluator.evaluate(pending)
+
+
+def make_map_function(analyze_result: bytes, options: str):
+    """The per-partition function of the shim's MapInArrow (built by the JVM, see
+    ``MatchTrend.scala``): ``analyze_result`` is the pickled :class:`CograAnalyzeResult`,
+    ``options`` a JSON object with ``user_keys`` (columns the shim added for a PARTITION BY
+    written in the query) and ``on_overflow``."""
+    result = pickle.loads(analyze_result)
+    if not isinstance(result, CograAnalyzeResult):
+        raise TypeError(f"{FUNCTION_NAME}: unexpected analyze result {type(result).__name__}")
+    opts = json.loads(options)
+    user_keys = list(opts.get("user_keys", ()))
+    on_overflow = opts.get("on_overflow", "error")
+
+    def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        evaluator = _Evaluator(result, on_overflow, drop=user_keys)
+        chunks = _ChunkedEvaluator(evaluator, [*user_keys, *result.key_columns])
+        for batch in batches:
+            yield from chunks.feed(batch)
+        yield from chunks.finish()
+
+    return run
+
+
+# ---------------------------------------------------------------------------
+# the handler class
+# ---------------------------------------------------------------------------
+
+
+class MatchTrendUDTF:
+    """``MATCH_TREND(TABLE(t), query [, type_column] [, time_column])``.
+
+    Spark's analyzer calls :meth:`analyze`; with the JVM shim the evaluation then runs in
+    :func:`make_map_function`'s function, as a plain (Arrow) Python UDTF it runs here: one
+    instance per partition of the plain keys, fed Arrow batches in time order.
+    """
+
+    #: What a value that does not fit its output type becomes ("error": ANSI mode).
+    on_overflow = "error"
+
+    def __init__(self, analyze_result: CograAnalyzeResult | None = None):
+        if analyze_result is None:
+            raise RuntimeError(f"{FUNCTION_NAME} must be analyzed before it is evaluated")
+        self._evaluator = _Evaluator(analyze_result, self.on_overflow)
+        self._batches: list[pa.RecordBatch] = []
+
+    @staticmethod
+    def analyze(
+        input: AnalyzeArgument,
+        query: AnalyzeArgument | None = None,
+        type_column: AnalyzeArgument | None = None,
+        time_column: AnalyzeArgument | None = None,
+    ) -> AnalyzeResult:
+        return analyze_call(input, query, type_column, time_column)
+
+    def eval(self, input: pa.RecordBatch, query: Any = None, type_column: Any = None,
+             time_column: Any = None) -> Iterator[pa.Table]:
+        batch = self._evaluator.prepare(input)
+        if batch.num_rows:
+            self._batches.append(batch)
+        return iter(())
+
+    def terminate(self) -> Iterator[pa.RecordBatch]:
+        batches, self._batches = self._batches, []
+        yield from self._evaluator.evaluate(batches)
+
+
+class MatchTrendNullOnOverflowUDTF(MatchTrendUDTF):
+    """As :class:`MatchTrendUDTF`, but an aggregate that does not fit becomes NULL (non-ANSI)."""
+
+    on_overflow = "null"
