@@ -79,22 +79,34 @@ def _in_range(flags, r, a, b, eq):
     return False
 
 
+@njit(cache=True, inline="always")
+def _catch_up(tf, te, i, exponent):
+    """Nodes are rescaled lazily: bring node ``i``'s floats to the current exponent."""
+    if te[i] != exponent:
+        factor = math.ldexp(1.0, te[i] - exponent)
+        for k in range(tf.shape[1]):
+            tf[i, k] *= factor
+        te[i] = exponent
+
+
 @njit(cache=True)
-def _fen_add(ti, tf, tx, tr, m, r, si, sf, sx, x_is_min):
+def _fen_add(ti, tf, tx, tr, te, m, r, si, sf, sx, x_is_min, exponent):
     i = r + 1
     while i <= m:
+        _catch_up(tf, te, i, exponent)
         _add(ti[i], tf[i], tx[i], si, sf, sx, x_is_min)
         tr[i] = True
         i += i & (-i)
 
 
 @njit(cache=True)
-def _fen_sum(ti, tf, tx, tr, a, di, df, dx, x_is_min):
+def _fen_sum(ti, tf, tx, tr, te, a, di, df, dx, x_is_min, exponent):
     """Add the prefix [0, a) into the destination; True if anything was added."""
     got = False
     i = a
     while i > 0:
         if tr[i]:
+            _catch_up(tf, te, i, exponent)
             _add(di, df, dx, ti[i], tf[i], tx[i], x_is_min)
             got = True
         i -= i & (-i)
@@ -102,10 +114,11 @@ def _fen_sum(ti, tf, tx, tr, a, di, df, dx, x_is_min):
 
 
 @njit(cache=True)
-def _fen_clear(ti, tf, tx, tr, m, r, x_is_min):
+def _fen_clear(ti, tf, tx, tr, te, m, r, x_is_min):
     i = r + 1
     while i <= m:
         _reset(ti[i:i + 1], tf[i:i + 1], tx[i:i + 1], tr[i:i + 1], x_is_min)
+        te[i] = 0
         i += i & (-i)
 
 
@@ -146,6 +159,7 @@ def run_mixed_windows(
     tf = np.zeros((max(1, n_struct), 3, m_max, n_f), np.float64)
     tx = np.zeros((max(1, n_struct), 3, m_max, n_x), np.int64)
     tr = np.zeros((max(1, n_struct), 3, m_max), np.bool_)
+    te = np.zeros((max(1, n_struct), 3, m_max), np.int64)  # per node: exponent of its floats
     for p in range(n_struct):
         for k in range(3):
             _reset(ti[p, k], tf[p, k], tx[p, k], tr[p, k], x_is_min)
@@ -203,16 +217,17 @@ def run_mixed_windows(
                                 fl = pair_flags[p]
                                 m = m_of[p]
                                 if fl & USE_PREFIX:
-                                    if _fen_sum(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], q_a[p, e],
-                                                bi[nb], bf[nb], bx[nb], x_is_min):
+                                    if _fen_sum(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], te[p, 0], q_a[p, e],
+                                                bi[nb], bf[nb], bx[nb], x_is_min, exponent):
                                         alive = True
                                 if fl & USE_SUFFIX:
-                                    if _fen_sum(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], m - q_b[p, e],
-                                                bi[nb], bf[nb], bx[nb], x_is_min):
+                                    if _fen_sum(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], te[p, 1], m - q_b[p, e],
+                                                bi[nb], bf[nb], bx[nb], x_is_min, exponent):
                                         alive = True
                                 if (fl & USE_EQUAL) and q_eq[p, e] >= 0:
                                     r = q_eq[p, e] + 1
                                     if tr[p, 2, r]:
+                                        _catch_up(tf[p, 2], te[p, 2], r, exponent)
                                         _add(bi[nb], bf[nb], bx[nb], ti[p, 2, r], tf[p, 2, r],
                                              tx[p, 2, r], x_is_min)
                                         alive = True
@@ -288,10 +303,13 @@ def run_mixed_windows(
                         m = m_of[p]
                         fl = pair_flags[p]
                         if fl & USE_PREFIX:
-                            _fen_add(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], m, r, bi[k], bf[k], bx[k], x_is_min)
+                            _fen_add(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], te[p, 0], m, r,
+                                     bi[k], bf[k], bx[k], x_is_min, exponent)
                         if fl & USE_SUFFIX:
-                            _fen_add(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], m, m - 1 - r, bi[k], bf[k], bx[k], x_is_min)
+                            _fen_add(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], te[p, 1], m, m - 1 - r,
+                                     bi[k], bf[k], bx[k], x_is_min, exponent)
                         if fl & USE_EQUAL:
+                            _catch_up(tf[p, 2], te[p, 2], r + 1, exponent)
                             _add(ti[p, 2, r + 1], tf[p, 2, r + 1], tx[p, 2, r + 1], bi[k], bf[k], bx[k], x_is_min)
                             tr[p, 2, r + 1] = True
                         ins_rank[p, n_ins[p]] = r
@@ -306,9 +324,11 @@ def run_mixed_windows(
                 scale = math.ldexp(1.0, -RESCALE_STEP)
                 sf *= scale
                 ff *= scale
-                wf *= scale
-                tf *= scale
-                exponent += RESCALE_STEP
+                for u in range(nv):
+                    for k in range(wn[u]):
+                        for q in range(n_f):
+                            wf[u, k, q] *= scale
+                exponent += RESCALE_STEP  # Fenwick nodes catch up lazily (te)
                 unit = math.ldexp(1.0, -exponent)
             i = j
         if mode == 0:
@@ -321,10 +341,11 @@ def run_mixed_windows(
                 m = m_of[p]
                 for k in range(n_ins[p]):
                     r = ins_rank[p, k]
-                    _fen_clear(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], m, r, x_is_min)
-                    _fen_clear(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], m, m - 1 - r, x_is_min)
+                    _fen_clear(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], te[p, 0], m, r, x_is_min)
+                    _fen_clear(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], te[p, 1], m, m - 1 - r, x_is_min)
                     _reset(ti[p, 2, r + 1:r + 2], tf[p, 2, r + 1:r + 2], tx[p, 2, r + 1:r + 2],
                            tr[p, 2, r + 1:r + 2], x_is_min)
+                    te[p, 2, r + 1] = 0
                 n_ins[p] = 0
         out_i[w] = fi[0]
         out_f[w] = ff[0]
