@@ -164,6 +164,8 @@ def decode(
     tiny cannot be trusted and sends the window to the exact path.
     """
     state = layout.zero()
+    if not np.isfinite(f_vals).all():
+        return UNDECIDED  # cannot happen with a sound rescale bound; never guess
     for idx, (kind, ii, fi, extra) in enumerate(chan.slot_map):
         slot = layout.slots[idx]
         if kind in ("int", "isum"):

@@ -238,7 +238,10 @@ class FastExecutor:
                   if any(s.attribute == attr and s.role == "sum" for s in self.engine.layout.slots)]
         biggest = 1.0
         for j in summed:
-            vals = np.abs(self.a_flt[j][self.a_valid[j]])
+            attr = self.chan.attributes[j]
+            # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
+            source = self.a_flt[j] if attr in self.inexact else self.a_int[j].astype(np.float64)
+            vals = np.abs(source[self.a_valid[j]])
             if vals.size:
                 biggest = max(biggest, float(vals.max()))
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
