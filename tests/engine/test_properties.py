@@ -49,3 +49,28 @@ def test_engine_equals_reference_one_window(case) -> None:
 @given(case=cases(max_events=12))
 def test_engine_equals_reference_many(case) -> None:
     check(*case)
+
+
+@settings(max_examples=25, **COMMON)
+@given(case=cases(max_events=12))
+def test_generated_kernels_equal_reference(case, monkeypatch_module) -> None:
+    """The per-shape generated kernels (normally only for large inputs) on small cases."""
+    check(*case)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, **COMMON)
+@given(case=cases(max_events=12))
+def test_generated_kernels_equal_reference_many(case, monkeypatch_module) -> None:
+    check(*case)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    """Make every input large enough for the generated kernels."""
+    from cogra.runtime.fast import executor
+
+    old = executor.SPECIALIZE_MIN_EVENTS
+    executor.SPECIALIZE_MIN_EVENTS = 0
+    yield
+    executor.SPECIALIZE_MIN_EVENTS = old

@@ -17,13 +17,13 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from cogra.spark import shim_build
 from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-EXTENSION = shim_build.EXTENSION_CLASS
+#: The session extension class (the same name as ``shim_build.EXTENSION_CLASS``).
+EXTENSION = "org.apache.spark.sql.cogra.CograExtensions"
 
 #: Local defaults of :func:`session`; any of them can be overridden through ``**conf``.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -39,6 +39,8 @@ LOCAL_DEFAULTS: dict[str, str] = {
 
 def jar_path() -> str:
     """The shim jar for the installed sources and pyspark (compiled now if stale)."""
+    from cogra.spark import shim_build  # imported here: `python -m cogra.spark.shim_build` runs it
+
     return str(shim_build.ensure_jar().jar)
 
 

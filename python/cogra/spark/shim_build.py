@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Iterator
 
 #: Bump when the way the jar is built changes, so cached jars are rebuilt.
-BUILD_FORMAT = "1"
+BUILD_FORMAT = "2"
 JAR_PREFIX = "cogra-shim"
 EXTENSION_CLASS = "org.apache.spark.sql.cogra.CograExtensions"
+#: Superseded jars kept next to the current one (sessions started earlier may load them).
+KEEP_OLD_JARS = 2
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent  # python/cogra
 
@@ -176,7 +178,7 @@ def compile_jar(source_dir: Path, target: Path) -> None:
         classes.mkdir()
         argfile = Path(tmp) / "scalac.args"
         # An @argfile keeps the (long) class path off the command line.
-        args = ["-classpath", classpath, "-d", str(classes), "-release", "17", "-nowarn"]
+        args = ["-classpath", classpath, "-d", str(classes), "-nowarn"]
         args += [str(s) for s in sources]
         argfile.write_text("\n".join(_quote_arg(a) for a in args) + "\n")
         cmd = [
@@ -227,10 +229,15 @@ def ensure_jar(
         start = time.monotonic()
         compile_jar(source_dir, target)
         elapsed = time.monotonic() - start
-        for old in jar_dir.glob(f"{JAR_PREFIX}-*.jar"):
-            if old != target:
-                with contextlib.suppress(OSError):
-                    old.unlink()
+        # Drop stale jars, keeping the newest few (a running session may still use one).
+        stale = sorted(
+            (p for p in jar_dir.glob(f"{JAR_PREFIX}-*.jar") if p != target),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
+        for old in stale[KEEP_OLD_JARS:]:
+            with contextlib.suppress(OSError):
+                old.unlink()
     return BuildResult(target, True, elapsed)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
@@ -57,7 +57,7 @@ USAGE = (
 )
 
 
-def MatchTrendError(message: str) -> PySparkValueError:
+def analysis_error(message: str) -> PySparkValueError:
     """An error for ``analyze`` to raise: Spark's analyzer keeps the text after
     ``PySparkValueError:``, so the user sees cogra's message without a Python traceback."""
     return PySparkValueError(message=message)
@@ -76,7 +76,6 @@ class CograAnalyzeResult(AnalyzeResult):
     input_columns: tuple[str, ...] = ()
     #: SQL predicate every row the query can use satisfies, or None.
     filter_sql: str | None = None
-    notes: dict[str, Any] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------
@@ -92,12 +91,12 @@ def quote_identifier(name: str) -> str:
 def _string_argument(arg: AnalyzeArgument | None, what: str, default: str | None) -> str:
     if arg is None:
         if default is None:
-            raise MatchTrendError(f"{FUNCTION_NAME} needs {what}: {USAGE}")
+            raise analysis_error(f"{FUNCTION_NAME} needs {what}: {USAGE}")
         return default
     if arg.isTable:
-        raise MatchTrendError(f"{FUNCTION_NAME}: {what} must be a string, not a TABLE: {USAGE}")
+        raise analysis_error(f"{FUNCTION_NAME}: {what} must be a string, not a TABLE: {USAGE}")
     if not arg.isConstantExpression or not isinstance(arg.value, str):
-        raise MatchTrendError(
+        raise analysis_error(
             f"{FUNCTION_NAME}: {what} must be a constant string (got {arg.dataType.simpleString()}"
             f"{'' if arg.isConstantExpression else ' expression'}): {USAGE}"
         )
@@ -149,13 +148,20 @@ def plain_group_keys(query: str) -> tuple[str, ...]:
 
 def pushdown(query: str, schema: pa.Schema, type_column: str, time_column: str
              ) -> tuple[tuple[str, ...], str | None]:
-    """(columns the query reads, filter SQL or None); every column and no filter if the
-    engine offers no :func:`cogra.pushdown`."""
+    """(input columns the query reads, SQL filter every usable row passes, or None).
+
+    From :func:`cogra.pushdown` when the engine has it; otherwise the bound query's
+    ``columns_used`` (projection only, no filter).
+    """
     fn = getattr(cogra, "pushdown", None)
-    if fn is None:
-        return tuple(schema.names), None
-    columns, filter_sql = fn(query, schema, type_column=type_column, time_column=time_column)
-    return tuple(columns), filter_sql
+    if fn is not None:
+        columns, filter_sql = fn(query, schema, type_column=type_column, time_column=time_column)
+        return tuple(columns), filter_sql or None
+    from cogra.analysis.binding import bind
+
+    bound = bind(cogra.parse(query), schema, type_column=type_column, time_column=time_column)
+    used = getattr(bound, "columns_used", None)
+    return (tuple(used) if used is not None else tuple(schema.names)), None
 
 
 def analyze_call(
@@ -165,7 +171,7 @@ def analyze_call(
     time_column: AnalyzeArgument | None = None,
 ) -> CograAnalyzeResult:
     if input is None or not input.isTable or not isinstance(input.dataType, StructType):
-        raise MatchTrendError(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
+        raise analysis_error(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
     text = _string_argument(query, "a query", None)
     type_col = _string_argument(type_column, "type_column", "type")
     time_col = _string_argument(time_column, "time_column", "time")
@@ -175,7 +181,7 @@ def analyze_call(
         keys = plain_group_keys(text)
         columns, filter_sql = pushdown(text, in_schema, type_col, time_col)
     except CograError as e:
-        raise MatchTrendError(f"{FUNCTION_NAME}: {e}") from None
+        raise analysis_error(f"{FUNCTION_NAME}: {e}") from None
 
     names = in_schema.names
     keys = tuple(_resolve(k, names) for k in keys)

@@ -55,21 +55,30 @@ class ChannelLayout:
     """int64 [n_ops, 6]: (variable, op, attribute, a, b, c)."""
     x_is_min: np.ndarray
     """bool [n_x]: MIN (True) or MAX (False) per extreme slot."""
-    slot_map: tuple[tuple[str, int, int, int], ...]
-    """Per Layout slot: (kind, i index, f index, extra f index or x index)."""
+    slot_map: tuple[tuple, ...]
+    """Per Layout slot: (kind, i index, f index, extra f index or x index[, low limb's i, f, bound f])."""
     attributes: tuple[str, ...]
 
 
+SPLIT_SUFFIX = "#lo"
+SPLIT_SHIFT = 32
+
+
 def channel_layout(layout: Layout, table_schema: pa.Schema,
+                   split: frozenset[str] = frozenset(),
                    inexact: frozenset[str] = frozenset()) -> ChannelLayout:
-    """Slots to channels.  Float attributes are summed as exact scaled integers
-    (``x * 2**k``, like the Python executors) unless listed in ``inexact`` (their
-    scaled values do not fit int64), which are summed in double with a magnitude bound.
+    """Slots to channels.
+
+    Float attributes are summed as exact scaled integers ``x * 2**k`` (as the Python
+    executors do).  Where those exceed int64 they are ``split`` into two exact limbs,
+    ``hi * 2**32 + lo``, each summed in its own modular slot (the low limb reads the
+    synthetic attribute ``attr#lo``); only attributes spanning more than 2**93 are
+    ``inexact`` -- summed in double, and decoded exactly only through the fallback.
     """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
     ops: list[tuple[int, int, int, int, int, int]] = []
-    attrs = list(layout.attributes)
+    attrs = list(layout.attributes) + [a + SPLIT_SUFFIX for a in sorted(split)]
     x_is_min: list[bool] = []
 
     for slot in layout.slots:
@@ -84,6 +93,13 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
                 ops.append((v, OP_NN, a, n_i, n_f, -1))
             n_i += 1
             n_f += 1
+        elif slot.role == "sum" and slot.attribute in split:
+            lo = attrs.index(slot.attribute + SPLIT_SUFFIX)
+            slot_map.append(("fsplit", n_i, n_f, n_f + 1, n_i + 1, n_f + 2, n_f + 3))
+            ops.append((v, OP_SUM_INT, a, n_i, n_f, n_f + 1))
+            ops.append((v, OP_SUM_INT, lo, n_i + 1, n_f + 2, n_f + 3))
+            n_i += 2
+            n_f += 4
         elif slot.role == "sum" and not is_float:
             slot_map.append(("isum", n_i, n_f, n_f + 1))
             ops.append((v, OP_SUM_INT, a, n_i, n_f, n_f + 1))
@@ -166,30 +182,22 @@ def decode(
     state = layout.zero()
     if not np.isfinite(f_vals).all():
         return UNDECIDED  # cannot happen with a sound rescale bound; never guess
-    for idx, (kind, ii, fi, extra) in enumerate(chan.slot_map):
+    for idx, entry in enumerate(chan.slot_map):
+        kind, ii, fi, extra = entry[:4]
         slot = layout.slots[idx]
-        if kind in ("int", "isum"):
-            modular = int(i_vals[ii])
-            bound = float(f_vals[fi if kind == "int" else extra])
-            if exponent and bound < TINY:
-                if bound == 0.0 and modular == 0:
-                    state[idx] = 0
-                    continue
+        if kind in ("int", "isum", "fsplit"):
+            limbs = [(ii, fi, fi if kind == "int" else extra)]
+            if kind == "fsplit":
+                limbs.append(entry[4:7])
+            value = _exact_or_approx(kind, i_vals, f_vals, limbs, exponent)
+            if value is UNDECIDED:
                 return UNDECIDED
-            if _scaled(bound, exponent) < FITS:
-                state[idx] = _unsigned(modular) if kind == "int" else _signed(modular)
-                continue
-            approx = float(f_vals[fi])
-            if kind == "isum" and not _trustworthy(approx, bound):
-                return UNDECIDED
-            if abs(_scaled(approx, exponent)) <= SURELY_TOO_BIG:
-                return UNDECIDED
-            # Far beyond int64: the approximation is enough (the output reports the
-            # overflow, and AVG only needs the ratio).
-            state[idx] = int(Fraction(approx) * (1 << exponent))
+            state[idx] = value
         elif kind == "fsum":
             approx, bound = float(f_vals[fi]), float(f_vals[extra])
-            if (exponent and abs(approx) < TINY) or not _trustworthy(approx, bound):
+            if exponent == 0 or abs(approx) < TINY or not _trustworthy(approx, bound):
+                # Doubles are exact only through the fallback; past 2**600 the
+                # approximation is all anyone can use (and AVG only needs the ratio).
                 return UNDECIDED
             state[idx] = Fraction(approx) * (1 << exponent) * scales[slot.attribute]
         elif kind == "x":
@@ -198,3 +206,28 @@ def decode(
             state[idx] = None if key == identity else x_decoders[extra](key)
         # "inf" slots stay 0.0
     return state
+
+
+def _exact_or_approx(kind: str, i_vals, f_vals, limbs, exponent: int):
+    """An integer slot (one limb, or hi/lo limbs of ``2**32``) exactly, or provably huge.
+
+    Each limb is ``(modular index, approximation index, |x|-bound index)``.
+    """
+    weights = [1 << SPLIT_SHIFT, 1] if len(limbs) == 2 else [1]
+    bounds = [float(f_vals[b]) for _, _, b in limbs]
+    if exponent and all(b < TINY for b in bounds):
+        if all(b == 0.0 for b in bounds) and all(int(i_vals[i]) == 0 for i, _, _ in limbs):
+            return 0
+        return UNDECIDED
+    if all(_scaled(b, exponent) < FITS for b in bounds):
+        conv = _unsigned if kind == "int" else _signed
+        return sum(w * conv(int(i_vals[i])) for w, (i, _, _) in zip(weights, limbs))
+    approx = sum(float(w) * float(f_vals[f]) for w, (_, f, _) in zip(weights, limbs))
+    bound = sum(float(w) * b for w, b in zip(weights, bounds))
+    if kind != "int" and not _trustworthy(approx, bound):
+        return UNDECIDED
+    if abs(_scaled(approx, exponent)) <= SURELY_TOO_BIG * max(weights):
+        return UNDECIDED
+    # Far beyond int64: the approximation is enough (the output reports the overflow,
+    # and AVG only needs the ratio).
+    return int(Fraction(approx) * (1 << exponent))

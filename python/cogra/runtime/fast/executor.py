@@ -19,6 +19,8 @@ import pyarrow.compute as pc
 
 from cogra.analysis.granularity import Executor
 from cogra.runtime.fast.channels import (
+    SPLIT_SHIFT,
+    SPLIT_SUFFIX,
     UNDECIDED,
     Unsupported,
     channel_layout,
@@ -50,8 +52,8 @@ class FastExecutor:
         if self.nv > MAX_VARIABLES:
             raise Unsupported(f"more than {MAX_VARIABLES} variables")
         self.mode = MODES[executor]
-        self.inexact = self._inexact_float_sums(engine)
-        self.chan = channel_layout(engine.layout, engine.table.schema, self.inexact)
+        self.split, self.inexact = self._wide_float_sums(engine)
+        self.chan = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact)
         self._attribute_arrays(engine.table)
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
@@ -105,18 +107,22 @@ class FastExecutor:
 
     # -- inputs ------------------------------------------------------------------------
     @staticmethod
-    def _inexact_float_sums(engine: Any) -> frozenset[str]:
-        """Float attributes whose scaled values ``x * 2**k`` do not fit 2**62 (int64)."""
-        out = set()
+    def _wide_float_sums(engine: Any) -> tuple[frozenset[str], frozenset[str]]:
+        """Float attributes whose scaled values ``x * 2**k`` exceed int64: those below
+        2**93 are split into two exact limbs, the rest summed in double."""
+        split, inexact = set(), set()
         for slot in engine.layout.slots:
             attr = slot.attribute
             if slot.role != "sum" or not pa.types.is_floating(engine.table.schema.field(attr).type):
                 continue
             col = pc.drop_null(engine.table.column(attr)).to_numpy(zero_copy_only=False)
             col = col[np.isfinite(col)]
-            if col.size and float(np.abs(col).max()) * engine.scales[attr] >= 2.0**62:
-                out.add(attr)
-        return frozenset(out)
+            widest = float(np.abs(col).max()) * engine.scales[attr] if col.size else 0.0
+            if widest >= 2.0**93:
+                inexact.add(attr)
+            elif widest >= 2.0**62:
+                split.add(attr)
+        return frozenset(split), frozenset(inexact)
 
     def _attribute_arrays(self, table: pa.Table) -> None:
         attrs = self.chan.attributes
@@ -128,6 +134,8 @@ class FastExecutor:
         decoders: dict[str, Callable[[int], Any]] = {}
         sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
         for j, attr in enumerate(attrs):
+            if attr.endswith(SPLIT_SUFFIX):
+                continue  # filled with its attribute's high limb below
             col = table.column(attr).combine_chunks()
             t = col.type
             if pa.types.is_dictionary(t):
@@ -147,9 +155,15 @@ class FastExecutor:
                 if attr in sums and not np.isfinite(flts).all():
                     raise Unsupported(f"{attr} holds inf or nan")
                 self.a_flt[j] = flts
-                if attr in sums and attr not in self.inexact:
-                    # Exact: x * 2**k is an integer below 2**62 (see _inexact_float_sums).
-                    self.a_int[j] = (flts * float(self.engine.scales[attr])).astype(np.int64)
+                scaled = flts * float(self.engine.scales[attr])  # exact: a power of two
+                if attr in self.split:
+                    hi = np.floor(scaled / 2.0**SPLIT_SHIFT)
+                    lo_j = attrs.index(attr + SPLIT_SUFFIX)
+                    self.a_int[j] = hi.astype(np.int64)
+                    self.a_int[lo_j] = (scaled - hi * 2.0**SPLIT_SHIFT).astype(np.int64)
+                    self.a_valid[lo_j] = self.a_valid[j]
+                elif attr in sums and attr not in self.inexact:
+                    self.a_int[j] = scaled.astype(np.int64)  # an integer below 2**62
                 self.a_key[j] = float_key(flts)
                 decoders[attr] = float_from_key
             elif attr in sums:
@@ -235,12 +249,15 @@ class FastExecutor:
         # multiplies counts by at most 1 + window * nv.
         window = float(max(1, int((hi - lo).max())))
         summed = [j for j, attr in enumerate(self.chan.attributes)
-                  if any(s.attribute == attr and s.role == "sum" for s in self.engine.layout.slots)]
+                  if any(s.attribute == attr.removesuffix(SPLIT_SUFFIX) and s.role == "sum"
+                         for s in self.engine.layout.slots)]
         biggest = 1.0
         for j in summed:
             attr = self.chan.attributes[j]
             # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
             source = self.a_flt[j] if attr in self.inexact else self.a_int[j].astype(np.float64)
+            if attr in self.split:
+                source = source * 2.0**SPLIT_SHIFT
             vals = np.abs(source[self.a_valid[j]])
             if vals.size:
                 biggest = max(biggest, float(vals.max()))
