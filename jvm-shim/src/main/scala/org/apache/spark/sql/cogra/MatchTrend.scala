@@ -1,0 +1,134 @@
+package org.apache.spark.sql.cogra
+
+import org.apache.spark.api.python.PythonEvalType
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedAttribute}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Expression, FunctionTableSubqueryArgumentExpression, NamedArgumentExpression, NamedExpression, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
+import org.apache.spark.sql.catalyst.parser.CatalystSqlParser
+import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, MapInArrow, Project, Repartition, RepartitionByExpression, Sort}
+import org.apache.spark.sql.catalyst.types.DataTypeUtils
+import org.apache.spark.sql.errors.QueryCompilationErrors
+import org.apache.spark.sql.execution.python.UserDefinedPythonTableFunctionAnalyzeRunner
+import org.apache.spark.sql.internal.SQLConf
+
+/**
+ * Builds the plan of a `MATCH_TREND(TABLE(t), query, ...)` call.
+ *
+ * The call's arguments go, unchanged, to the Python handler's static `analyze` method (the
+ * same one a plain Python UDTF registration uses, see `cogra.spark.register`). It returns:
+ *  - the output schema (or raises cogra's QueryError / DataError: the call fails at analysis),
+ *  - `partitionBy`: the query's plain sub-stream keys (rows that differ in them never meet),
+ *  - `orderBy`: the time column,
+ *  - `select`: the columns the query reads, plus, aliased `__cogra_filter__`, a predicate
+ *    that every row the query can use satisfies (when there is one).
+ * From these this builder makes a Filter and a Project right above the TABLE argument (so
+ * Catalyst pushes them into the scan), repartitions by the keys, sorts each partition by
+ * (keys, time) and runs one Arrow-streaming Python function per partition (MapInArrow).
+ *
+ * A PARTITION BY written after TABLE(...) is honoured as extra keys (each partition is then
+ * evaluated on its own, as for any table function); ORDER BY is implied (time) and ignored;
+ * WITH SINGLE PARTITION sends every row to one task.
+ */
+private[cogra] object MatchTrend {
+  val FunctionName = "match_trend"
+  val DisplayName = "MATCH_TREND"
+  val PythonModule = "cogra.spark.udtf"
+  val HandlerClass = "MatchTrendUDTF"
+  val MapFactory = "make_map_function"
+  val FilterAlias = "__cogra_filter__"
+  val KeyPrefix = "__cogra_pk_"
+
+  private def tableArgument(e: Expression): Option[FunctionTableSubqueryArgumentExpression] =
+    e match {
+      case t: FunctionTableSubqueryArgumentExpression => Some(t)
+      case NamedArgumentExpression(_, t: FunctionTableSubqueryArgumentExpression) => Some(t)
+      case _ => None
+    }
+
+  private def fail(message: String): Nothing =
+    throw QueryCompilationErrors.tableValuedFunctionFailedToAnalyseInPythonError(message)
+
+  def builder(args: Seq[Expression]): LogicalPlan = {
+    val tables = args.flatMap(tableArgument)
+    val exec = PythonCommands.pythonExec
+    val handler = PythonCommands.function(
+      PythonCommands.reference(PythonModule, HandlerClass), exec)
+    // The handler checks every argument and explains what is wrong, including a missing TABLE.
+    val analyzed = new UserDefinedPythonTableFunctionAnalyzeRunner(
+      DisplayName, handler, args, args.map(tableArgument(_).isDefined), CatalystSqlParser)
+      .runInPython()
+    if (tables.size != 1) {
+      fail(s"$DisplayName takes exactly one TABLE argument: " +
+        s"$DisplayName(TABLE(t), 'RETURN ... PATTERN ...')")
+    }
+    plan(tables.head, analyzed, exec)
+  }
+
+  private def nameOf(s: PythonUDTFSelectedExpression): String = (s.alias, s.expression) match {
+    case (Some(a), _) => a
+    case (None, a: UnresolvedAttribute) => a.nameParts.last
+    case (None, n: NamedExpression) => n.name
+    case (None, e) => fail(s"$DisplayName: selected input expression ${e.sql} needs an alias")
+  }
+
+  private def named(s: PythonUDTFSelectedExpression): NamedExpression = s match {
+    case PythonUDTFSelectedExpression(e, Some(a)) => Alias(e, a)()
+    case PythonUDTFSelectedExpression(n: NamedExpression, None) => n
+    case PythonUDTFSelectedExpression(e, None) => UnresolvedAlias(e)
+  }
+
+  private def plan(
+      table: FunctionTableSubqueryArgumentExpression,
+      analyzed: PythonUDTFAnalyzeResult,
+      exec: String): LogicalPlan = {
+    val (filters, columns) =
+      analyzed.selectedInputExpressions.partition(_.alias.contains(FilterAlias))
+    if (columns.isEmpty) {
+      fail(s"$DisplayName: the handler selected no input columns")
+    }
+
+    var child: LogicalPlan = table.plan
+    filters.foreach(f => child = Filter(f.expression, child))
+
+    val userKeys = if (table.withSinglePartition) Nil else table.partitionByExpressions
+    val userKeyNames = userKeys.indices.map(i => s"$KeyPrefix$i")
+    val projectList = columns.map(named) ++
+      userKeys.zip(userKeyNames).map { case (e, n) => Alias(e, n)() }
+    child = Project(projectList, child)
+
+    val keys: Seq[Expression] =
+      userKeyNames.map(UnresolvedAttribute.quoted) ++ analyzed.partitionByExpressions
+    child = if (table.withSinglePartition || keys.isEmpty) {
+      Repartition(numPartitions = 1, shuffle = true, child = child)
+    } else {
+      RepartitionByExpression(keys, child, None, None)
+    }
+    child = Sort(
+      keys.map(k => SortOrder(k, Ascending)) ++ analyzed.orderByExpressions,
+      global = false,
+      child = child,
+      hint = None)
+
+    val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
+    val options = "{" +
+      s""""user_keys": [${userKeyNames.map(PythonCommands.jsonString).mkString(", ")}], """ +
+      s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}""" +
+      "}"
+    val command = PythonCommands.udfCall(PythonModule, MapFactory, Seq(
+      PythonCommands.Bytes(analyzed.pickledAnalyzeResult),
+      PythonCommands.Str(options)))
+    val inputNames = columns.map(nameOf) ++ userKeyNames
+    val udf = PythonUDF(
+      name = DisplayName,
+      func = PythonCommands.function(command, exec),
+      dataType = analyzed.schema,
+      children = inputNames.map(UnresolvedAttribute.quoted),
+      evalType = PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
+      udfDeterministic = true)
+    MapInArrow(
+      udf,
+      DataTypeUtils.toAttributes(analyzed.schema),
+      child,
+      isBarrier = false,
+      profile = None)
+  }
+}

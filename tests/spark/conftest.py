@@ -1,0 +1,30 @@
+"""One local SparkSession (with the cogra shim) for every Spark test of the pytest session."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local[2] session with ``spark.sql.extensions=...CograExtensions`` (jar built if stale)."""
+    from cogra.spark import session
+
+    spark = session(
+        app_name="cogra-tests",
+        master="local[2]",
+        **{
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.ansi.enabled": "true",
+            "spark.python.worker.reuse": "true",
+            "spark.driver.memory": os.environ.get("COGRA_TEST_DRIVER_MEMORY", "1g"),
+        },
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    yield spark
+    spark.stop()

@@ -1,0 +1,322 @@
+"""MATCH_TREND in Spark SQL (through the JVM shim), the DataFrame API and the plain Python
+UDTF registration: every route returns exactly what :func:`cogra.evaluate` returns."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("pyspark")
+
+import cogra  # noqa: E402
+from cogra.examples import EXAMPLES  # noqa: E402
+from cogra.spark import udtf as udtf_module  # noqa: E402
+
+STOCK_QUERY = """
+  RETURN sector, A.company, B.company, AVG(B.price)
+  PATTERN SEQ(Stock A+, Stock B+)
+  WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price
+  GROUP-BY sector, A.company, B.company
+  WITHIN 10 minutes SLIDE 10 seconds"""
+
+SIMPLE_QUERY = "RETURN sector, COUNT(*), AVG(B.price) PATTERN SEQ(Stock A, Stock B+) " \
+    "GROUP-BY sector WITHIN 10 seconds"
+
+
+def sql_literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _cell(v):
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return v
+
+
+def canonical(rows) -> list[tuple]:
+    """Rows sorted by their non-float cells (None first), to compare with :func:`same_rows`."""
+
+    def key(row):
+        return tuple((0, "") if v is None else (1, v) for v in row if not isinstance(v, float))
+
+    return sorted((tuple(_cell(v) for v in row) for row in rows), key=key)
+
+
+class Rows(list):
+    """Result rows; ``==`` compares floats to 1e-12 relative (AVG of a group may differ in the
+    last bit depending on how the engine's input was split; SEMANTICS.md allows 1e-9)."""
+
+    def __eq__(self, other):
+        if len(self) != len(other):
+            return False
+        for a, b in zip(self, other):
+            if len(a) != len(b):
+                return False
+            for x, y in zip(a, b):
+                if isinstance(x, float) and isinstance(y, float):
+                    if not (math.isclose(x, y, rel_tol=1e-12) or (math.isnan(x) and math.isnan(y))):
+                        return False
+                elif x != y:
+                    return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def expected(query: str, table: pa.Table, **kw) -> Rows:
+    return Rows(canonical(tuple(r.values()) for r in cogra.evaluate(query, table, **kw).to_pylist()))
+
+
+def actual(df) -> Rows:
+    return Rows(canonical(tuple(r.values()) for r in df.toArrow().to_pylist()))
+
+
+def stock_table(n: int = 400, seed: int = 0) -> pa.Table:
+    from cogra import datasets
+
+    return datasets.stock(n_events=n, seed=seed)
+
+
+@pytest.fixture(scope="module")
+def stock(spark):
+    table = stock_table()
+    spark.createDataFrame(table).createOrReplaceTempView("stock")
+    return table
+
+
+# ---------------------------------------------------------------------------
+# equality with cogra.evaluate
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_sql_equals_evaluate_on_the_issue_query(spark, stock):
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(STOCK_QUERY)})")
+    assert df.columns == ["sector", "A.company", "B.company", "AVG(B.price)",
+                          "window_start", "window_end"]
+    got = actual(df)
+    assert got and got == expected(STOCK_QUERY, stock)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "MapInArrow" in plan and "hashpartitioning(sector" in plan
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_report_queries_equal_evaluate(spark, example):
+    table = example.data(n_events=600, seed=1)
+    view = f"events_{example.name}"
+    spark.createDataFrame(table).createOrReplaceTempView(view)
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE({view}), {sql_literal(example.query)})")
+    assert actual(df) == expected(example.query, table)
+
+
+@pytest.mark.spark
+def test_named_arguments_and_renamed_columns(spark, stock):
+    renamed = stock.rename_columns(["kind_of_event" if c == "type" else "ts" if c == "time" else c
+                                    for c in stock.column_names])
+    spark.createDataFrame(renamed).createOrReplaceTempView("stock_renamed")
+    df = spark.sql(
+        "SELECT * FROM MATCH_TREND(input => TABLE(stock_renamed), "
+        f"query => {sql_literal(SIMPLE_QUERY)}, type_column => 'kind_of_event', time_column => 'ts')"
+    )
+    assert actual(df) == expected(SIMPLE_QUERY, stock)
+    positional = spark.sql(
+        f"SELECT * FROM MATCH_TREND(TABLE(stock_renamed), {sql_literal(SIMPLE_QUERY)}, "
+        "'kind_of_event', 'ts')"
+    )
+    assert actual(positional) == actual(df)
+
+
+@pytest.mark.spark
+def test_user_partition_by_and_order_by_are_accepted(spark, stock):
+    df = spark.sql(
+        "SELECT * FROM MATCH_TREND(TABLE(stock) PARTITION BY sector ORDER BY (time), "
+        f"{sql_literal(SIMPLE_QUERY)})"
+    )
+    assert actual(df) == expected(SIMPLE_QUERY, stock)
+
+
+@pytest.mark.spark
+def test_dataframe_api(spark, stock):
+    from cogra.spark import match_trend
+
+    df = match_trend(spark.table("stock"), STOCK_QUERY)
+    assert actual(df) == expected(STOCK_QUERY, stock)
+
+
+@pytest.mark.spark
+def test_registered_python_udtf(spark, stock):
+    """register(spark): the same handler as a session-scoped Arrow Python UDTF (no shim)."""
+    from cogra.spark import register
+
+    register(spark, "match_trend_py")
+    df = spark.sql(f"SELECT * FROM match_trend_py(TABLE(stock), {sql_literal(STOCK_QUERY)})")
+    assert "ArrowEvalPythonUDTF" in df._jdf.queryExecution().executedPlan().toString()
+    assert actual(df) == expected(STOCK_QUERY, stock)
+
+
+@pytest.mark.spark
+def test_dataframe_api_without_the_extension(spark, stock, monkeypatch):
+    import importlib
+
+    from cogra.spark import match_trend
+
+    session_module = importlib.import_module("cogra.spark.session")
+    monkeypatch.setattr(session_module, "has_extension", lambda s: False)
+    df = match_trend(spark.table("stock"), SIMPLE_QUERY)
+    assert "ArrowEvalPythonUDTF" in df._jdf.queryExecution().executedPlan().toString()
+    assert actual(df) == expected(SIMPLE_QUERY, stock)
+
+
+@pytest.mark.spark
+def test_timestamps_and_bad_rows(spark):
+    """NULL times and types are skipped (never a failed task); timestamp windows round-trip."""
+    base = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+    n = 300
+    rng = np.random.default_rng(3)
+    times = [base + dt.timedelta(seconds=int(s)) for s in np.sort(rng.integers(0, 600, n))]
+    times[5] = None
+    types = ["Stock"] * n
+    types[7] = None
+    table = pa.table({
+        "type": pa.array(types, pa.string()),
+        "time": pa.array(times, pa.timestamp("us", tz="UTC")),
+        "sector": [f"s{i % 3}" for i in range(n)],
+        "price": rng.random(n) * 10,
+    })
+    spark.createDataFrame(table).createOrReplaceTempView("ts_events")
+    query = "RETURN sector, COUNT(*), MAX(B.price) PATTERN SEQ(Stock A, Stock B) " \
+        "GROUP-BY sector WITHIN 1 minute SLIDE 30 seconds"
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ts_events), {sql_literal(query)})")
+    assert dict(df.dtypes)["window_start"] == "timestamp"
+    with pytest.warns(cogra.CograDataWarning):
+        want = expected(query, table)
+    assert actual(df) == want
+
+
+@pytest.mark.spark
+def test_overflow_follows_ansi_mode(spark):
+    """COUNT(*) of A+ over 70 events is 2^70 - 1: an error under ANSI mode, else NULL."""
+    table = pa.table({"type": ["Stock"] * 70, "time": list(range(70)), "sector": ["x"] * 70})
+    spark.createDataFrame(table).createOrReplaceTempView("many")
+    sql = "SELECT * FROM MATCH_TREND(TABLE(many), 'RETURN sector, COUNT(*) PATTERN Stock A+ " \
+        "GROUP-BY sector')"
+    with pytest.raises(Exception, match="does not fit"):
+        spark.sql(sql).collect()
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        assert [tuple(r) for r in spark.sql(sql).collect()] == [("x", None)]
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+
+
+# ---------------------------------------------------------------------------
+# errors at analysis
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_invalid_query_fails_at_analysis_with_position(spark, stock):
+    from pyspark.errors import AnalysisException
+
+    bad = "RETURN COUNT(*)\nPATTERN SEQ(Stock A, Stock B"
+    with pytest.raises(cogra.QueryError) as parsed:
+        cogra.parse(bad)
+    # spark.sql analyzes eagerly: the error comes before any job runs.
+    with pytest.raises(AnalysisException) as caught:
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(bad)})")
+    message = str(caught.value)
+    assert f"line {parsed.value.line}, column {parsed.value.column}" in message
+    assert parsed.value.message in message
+    assert "^" in message and "Traceback" not in message
+
+
+@pytest.mark.spark
+def test_missing_column_is_named(spark, stock):
+    from pyspark.errors import AnalysisException
+
+    query = "RETURN region, COUNT(*) PATTERN Stock A+ GROUP-BY region"
+    with pytest.raises(AnalysisException, match="region"):
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(query)})")
+    with pytest.raises(AnalysisException, match="no_such_time"):
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(SIMPLE_QUERY)}, "
+                  "time_column => 'no_such_time')")
+
+
+@pytest.mark.spark
+def test_bad_arguments(spark, stock):
+    from pyspark.errors import AnalysisException
+
+    with pytest.raises(AnalysisException, match="TABLE"):
+        spark.sql(f"SELECT * FROM MATCH_TREND('stock', {sql_literal(SIMPLE_QUERY)})")
+    with pytest.raises(AnalysisException, match="query"):
+        spark.sql("SELECT * FROM MATCH_TREND(TABLE(stock))")
+
+
+# ---------------------------------------------------------------------------
+# pushdown
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_pushdown_into_a_dsv2_scan(spark, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("dsv2") / "stock")
+    table = stock_table(300).append_column("unused_payload", pa.array(["x" * 20] * 300))
+    spark.createDataFrame(table).write.parquet(path)
+    query = "RETURN sector, COUNT(*) PATTERN SEQ(Stock A, Stock B) WHERE A.price > 10 " \
+        "GROUP-BY sector WITHIN 1 minute"
+    columns, filter_sql = udtf_module.pushdown(query, table.schema, "type", "time")
+    assert "unused_payload" not in columns
+    previous = spark.conf.get("spark.sql.sources.useV1SourceList")
+    spark.conf.set("spark.sql.sources.useV1SourceList", "")  # parquet through DataSource V2
+    spark.conf.set("spark.sql.maxMetadataStringLength", "10000")  # untruncated ReadSchema
+    try:
+        spark.read.parquet(path).createOrReplaceTempView("stock_v2")
+        df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock_v2), {sql_literal(query)})")
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "BatchScan" in plan and "Sort [" in plan
+        read_schema = plan.split("ReadSchema: ", 1)[1].split("\n", 1)[0]
+        assert "unused_payload" not in read_schema
+        for c in columns:
+            assert c in read_schema
+        if filter_sql:  # from cogra.pushdown, when the engine offers it
+            pushed = plan.split("PushedFilters: [", 1)[1].split("]", 1)[0]
+            assert pushed.strip(), plan
+        assert actual(df) == expected(query, table.drop_columns(["unused_payload"]))
+    finally:
+        spark.conf.set("spark.sql.sources.useV1SourceList", previous)
+
+
+# ---------------------------------------------------------------------------
+# the per-partition streaming (no Spark needed)
+# ---------------------------------------------------------------------------
+
+
+def test_key_boundaries_treat_null_and_nan_as_values():
+    col = pa.array([1.0, 1.0, None, None, float("nan"), float("nan"), 2.0])
+    same = udtf_module._equal_neighbours(col)
+    assert same.tolist() == [True, False, True, False, True, False]
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 50, 10**9])
+def test_chunked_evaluation_equals_whole_table(chunk_rows):
+    table = stock_table(500, seed=2)
+    table = table.sort_by([("sector", "ascending"), ("time", "ascending")])
+    result = udtf_module.CograAnalyzeResult(
+        schema=udtf_module._spark_schema(cogra.result_schema(SIMPLE_QUERY, table.schema)),
+        query=SIMPLE_QUERY,
+        key_columns=("sector",),
+    )
+    chunks = udtf_module._ChunkedEvaluator(
+        udtf_module._Evaluator(result, "error"), ["sector"], chunk_rows=chunk_rows
+    )
+    out = []
+    for batch in table.to_batches(max_chunksize=37):
+        out.extend(chunks.feed(batch))
+    out.extend(chunks.finish())
+    got = Rows(canonical(tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()))
+    assert got == expected(SIMPLE_QUERY, table)
