@@ -13,6 +13,7 @@ from cogra.api import (  # noqa: E402
     parse,
     partition_columns,
     plan,
+    pushdown,
     result_schema,
 )
 from cogra.errors import AggregateOverflowError, CograError, DataError, QueryError  # noqa: E402
@@ -28,5 +29,6 @@ __all__ = [
     "parse",
     "partition_columns",
     "plan",
+    "pushdown",
     "result_schema",
 ]

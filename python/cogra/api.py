@@ -6,11 +6,12 @@ import warnings
 from typing import Any
 
 import pyarrow as pa
+import sqlglot.expressions as exp
 
 from cogra.analysis.binding import BoundQuery, bind
 from cogra.analysis.plan import Plan
 from cogra.errors import CograDataWarning
-from cogra.language.ast import Aggregate, AttrRef, Query
+from cogra.language.ast import Aggregate, AttrRef, Query, Semantics
 from cogra.runtime.engine import Engine
 from cogra.runtime.output import ON_OVERFLOW, build_table, result_type, window_type
 
@@ -124,10 +125,61 @@ def output_schema(bound: BoundQuery) -> pa.Schema:
 
 
 def partition_columns(query: str | Query) -> tuple[str, ...]:
-    """The plain sub-stream keys: rows that differ in them never meet in a trend."""
+    """Columns to distribute the input by: the plain GROUP-BY attributes.
+
+    Rows that differ in them never meet in a trend nor in an output row.  (``[attr]``
+    keys not in GROUP-BY also separate trends, but their sub-streams merge into one
+    output row, so they must stay together.)
+    """
     q = parse(query)
-    keys: dict[str, None] = {}
-    for ref in list(q.group_by) + [e.attribute for e in q.equivalences]:
-        if ref.variable is None:
-            keys[ref.name] = None
-    return tuple(keys)
+    return tuple(dict.fromkeys(ref.name for ref in q.group_by if ref.variable is None))
+
+
+_PUSHABLE = (
+    exp.Column, exp.Identifier, exp.Literal, exp.Boolean, exp.Null, exp.Paren, exp.Not, exp.And, exp.Or,
+    exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.In, exp.Between, exp.Is, exp.Neg,
+)
+
+
+def _spark_predicate(expr: exp.Expression) -> str | None:
+    """A bound local predicate as Spark SQL over input columns, or None if not pushable.
+
+    Arithmetic is not pushed: Spark's ANSI mode raises on division by zero or overflow
+    where cogra yields NULL; the engine re-applies every predicate anyway.
+    """
+    if any(not isinstance(node, _PUSHABLE) for node in expr.walk()):
+        return None
+
+    def to_input(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column):
+            return exp.column(exp.to_identifier(node.name, quoted=True))
+        return node
+
+    return expr.copy().transform(to_input).sql(dialect="spark")
+
+
+def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str = "type",
+             time_column: str = "time") -> tuple[tuple[str, ...], str | None]:
+    """What a scan below MATCH_TREND may skip: the columns the query reads, and a Spark
+    SQL filter that holds for every row that can affect the result (None: keep all).
+
+    A row matters if it may play some variable (its type, and that variable's pushable
+    local predicates), if its type is NULL (it is counted and reported), and under
+    ``contiguous`` if its type is not in the pattern (it breaks trends).
+    """
+    bound = bind(parse(query), input_schema, type_column=type_column, time_column=time_column)
+    tcol = exp.column(exp.to_identifier(bound.type_column, quoted=True)).sql(dialect="spark") \
+        if bound.type_column else None
+    alternatives: list[str] = []
+    for v, event_type in enumerate(bound.automaton.event_types):
+        parts = [f"{tcol} = {exp.Literal.string(event_type).sql(dialect='spark')}"] if tcol else []
+        parts += [p for p in (_spark_predicate(e) for e in bound.local[v]) if p is not None]
+        if not parts:
+            return bound.columns_used, None  # this variable accepts every row
+        alternatives.append(" AND ".join(f"({p})" for p in parts))
+    if tcol:
+        alternatives.append(f"{tcol} IS NULL")
+        if bound.query.semantics is Semantics.CONT:
+            types = ", ".join(exp.Literal.string(t).sql(dialect="spark") for t in sorted(set(bound.automaton.event_types)))
+            alternatives.append(f"{tcol} NOT IN ({types})")
+    return bound.columns_used, " OR ".join(f"({a})" for a in dict.fromkeys(alternatives))
