@@ -1,0 +1,58 @@
+"""cogra.pushdown: the columns a scan may prune to and a filter that keeps every row that matters."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+import cogra
+from cogra.examples import Q1, Q3
+
+ACTIVITY = pa.schema([("type", pa.string()), ("time", pa.int64()), ("patient", pa.int64()),
+                      ("activity", pa.string()), ("rate", pa.int64()), ("unused", pa.string())])
+AB = pa.schema([("type", pa.string()), ("time", pa.int64()), ("x", pa.int64()), ("s", pa.string()),
+                ("unused", pa.float64())])
+
+
+def test_q1_prunes_columns_and_pushes_the_local_predicate_and_keeps_other_types_under_cont() -> None:
+    columns, where = cogra.pushdown(Q1, ACTIVITY)
+    assert set(columns) == {"time", "type", "patient", "rate", "activity"}
+    assert where == ("((`type` = 'Measurement') AND (`activity` = 'passive')) OR (`type` IS NULL) "
+                     "OR (`type` NOT IN ('Measurement'))")
+
+
+def test_q3_has_no_local_predicate_so_only_its_type_is_kept() -> None:
+    schema = pa.schema([("type", pa.string()), ("time", pa.int64()), ("sector", pa.string()),
+                        ("company", pa.string()), ("price", pa.float64()), ("volume", pa.int64())])
+    columns, where = cogra.pushdown(Q3, schema)
+    assert "volume" not in columns
+    assert where == "((`type` = 'Stock')) OR (`type` IS NULL)"
+
+
+def test_arithmetic_is_not_pushed_but_the_rest_of_the_variable_is() -> None:
+    q = "RETURN COUNT(*) PATTERN SEQ(A, B) WHERE A.x > 1 AND A.x / 0 > 1 AND B.s IN ('a', 'b')"
+    _, where = cogra.pushdown(q, AB)
+    assert where == "((`type` = 'A') AND (`x` > 1)) OR ((`type` = 'B') AND (`s` IN ('a', 'b'))) OR (`type` IS NULL)"
+
+
+@pytest.mark.parametrize("semantics", ["any", "next"])
+def test_other_types_are_dropped_unless_contiguous(semantics: str) -> None:
+    _, where = cogra.pushdown(f"RETURN COUNT(*) PATTERN SEQ(A, B) SEMANTICS {semantics}", AB)
+    assert "NOT IN" not in where
+
+
+def test_a_variable_without_local_predicates_and_no_type_column_keeps_everything() -> None:
+    schema = pa.schema([("time", pa.int64()), ("x", pa.int64())])
+    assert cogra.pushdown("RETURN COUNT(*) PATTERN M+", schema) == (("time",), None)
+    assert cogra.pushdown("RETURN COUNT(*) PATTERN M+ WHERE M.x BETWEEN 1 AND 3", schema)[1] == \
+        "((`x` BETWEEN 1 AND 3))"
+
+
+def test_adjacent_predicates_are_never_pushed() -> None:
+    _, where = cogra.pushdown("RETURN COUNT(*) PATTERN A+ WHERE A.x < NEXT(A).x", AB)
+    assert where == "((`type` = 'A')) OR (`type` IS NULL)"
+
+
+def test_partition_columns_are_the_plain_group_by_attributes() -> None:
+    assert cogra.partition_columns(Q3) == ("sector",)
+    assert cogra.partition_columns("RETURN COUNT(*) PATTERN A+ WHERE [h] GROUP-BY g") == ("g",)
