@@ -9,7 +9,9 @@
 
 Writes ``bench-results/<timestamp>/results.csv`` and ``machine.json`` (git-ignored),
 one PNG per experiment and metric into ``docs/benchmarks/`` and ``docs/benchmarks.md``.
-Progress goes to stderr, one line per run.  See :mod:`cogra.bench.experiments` for the
+Progress goes to stderr, one line per run.  The full set takes about an hour on two
+cores, most of it waiting for the time limit of contenders that do not finish
+(``--time-limit 60`` shortens that).  See :mod:`cogra.bench.experiments` for the
 experiments and contenders, :mod:`cogra.bench.runner` for how a run is measured, and
 :mod:`cogra.bench.report` for the plots and the markdown.
 """

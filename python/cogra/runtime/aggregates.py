@@ -195,7 +195,12 @@ class AttributeValues:
             self.raw[attr] = raw
             t = col.type
             k = self.scale[attr]
-            if pa.types.is_floating(t):
+            if pa.types.is_floating(t) and self._fits_int64(col, k):
+                flts = pc.fill_null(col, float("nan")).to_numpy(zero_copy_only=False)
+                finite = np.isfinite(flts)
+                scaled = (np.where(finite, flts, 0.0) * float(k)).astype(np.int64).tolist()
+                self.exact[attr] = [s if ok else None for s, ok in zip(scaled, finite.tolist())]
+            elif pa.types.is_floating(t):
                 self.exact[attr] = [
                     None if x is None or not math.isfinite(x) else int(Fraction(x) * k) for x in raw
                 ]
@@ -206,6 +211,13 @@ class AttributeValues:
             else:
                 self.exact[attr] = [None] * len(raw)
 
+
+    @staticmethod
+    def _fits_int64(col: pa.ChunkedArray, k: int) -> bool:
+        """Whether every finite ``x * k`` is below 2**62 (then float arithmetic is exact)."""
+        x = pc.drop_null(col).to_numpy(zero_copy_only=False)
+        x = x[np.isfinite(x)]
+        return x.size == 0 or float(np.abs(x).max()) * k < 2.0**62
 
 
 def attribute_scales(table: pa.Table, attributes: Sequence[str]) -> dict[str, int]:

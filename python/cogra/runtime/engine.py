@@ -122,8 +122,15 @@ class Engine:
         if b.type_column is not None:
             valid = pc.and_(valid, pc.is_valid(table.column(b.type_column)))
             self.counters["rows_null_type"] = n_valid_time - int(pc.sum(valid).as_py() or 0)
-        table = table.filter(valid)
-        self.table = table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
+        if int(pc.sum(valid).as_py() or 0) != table.num_rows:
+            table = table.filter(valid)
+        # Keep only the columns the query reads; sort by time unless already sorted.
+        table = table.select(list(b.columns_used))
+        times = table.column(b.time_column)
+        if pa.types.is_timestamp(times.type):
+            times = times.cast(pa.int64())
+        ordered = table.num_rows < 2 or bool(np.all(np.diff(times.to_numpy()) >= 0))
+        self.table = table if ordered else table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
         self.n = self.table.num_rows
         self.time_np = self._numeric_times()
         self.windows = WindowSpec.of(b.query.window, b.time_type)

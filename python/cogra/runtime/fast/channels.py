@@ -32,8 +32,11 @@ from cogra.runtime.aggregates import ADD, MAX, MIN, Layout
 # Op codes of a variable's contribution program (see kernels.apply_contributions).
 OP_CNT, OP_SUM_INT, OP_SUM_FLOAT, OP_NN, OP_MIN, OP_MAX = range(6)
 
-FITS = 2.0**62
-SURELY_TOO_BIG = 2.0**63 * (1 + 1e-6)
+FITS_UNSIGNED = 2.0**64 * (1 - 1e-6)
+"""A count whose |x|-bound is below this is its residue modulo 2**64 (the bound's own
+relative error is far below the margin)."""
+FITS_SIGNED = 2.0**63 * (1 - 1e-6)
+SURELY_TOO_BIG = 2.0**64 * (1 + 1e-6)
 TINY = 2.0**-900
 UNDECIDED = object()
 """Decoding could not prove the value: re-run the window exactly."""
@@ -132,6 +135,13 @@ def float_key(values: np.ndarray) -> np.ndarray:
     return np.where(bits >= 0, bits, bits ^ np.int64(0x7FFFFFFFFFFFFFFF))
 
 
+def floats_from_keys(keys: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`float_key` for an array."""
+    k = np.asarray(keys, dtype=np.int64)
+    bits = np.where(k >= 0, k, k ^ np.int64(0x7FFFFFFFFFFFFFFF))
+    return bits.view(np.float64)
+
+
 def float_from_key(key: int) -> float:
     k = np.int64(key)
     bits = k if k >= 0 else k ^ np.int64(0x7FFFFFFFFFFFFFFF)
@@ -219,7 +229,8 @@ def _exact_or_approx(kind: str, i_vals, f_vals, limbs, exponent: int):
         if all(b == 0.0 for b in bounds) and all(int(i_vals[i]) == 0 for i, _, _ in limbs):
             return 0
         return UNDECIDED
-    if all(_scaled(b, exponent) < FITS for b in bounds):
+    fits = FITS_UNSIGNED if kind == "int" else FITS_SIGNED
+    if all(_scaled(b, exponent) < fits for b in bounds):
         conv = _unsigned if kind == "int" else _signed
         return sum(w * conv(int(i_vals[i])) for w, (i, _, _) in zip(weights, limbs))
     approx = sum(float(w) * float(f_vals[f]) for w, (_, f, _) in zip(weights, limbs))
@@ -231,3 +242,63 @@ def _exact_or_approx(kind: str, i_vals, f_vals, limbs, exponent: int):
     # Far beyond int64: the approximation is enough (the output reports the overflow,
     # and AVG only needs the ratio).
     return int(Fraction(approx) * (1 << exponent))
+
+
+def decode_many(chan: ChannelLayout, layout: Layout, out_i: np.ndarray, out_f: np.ndarray,
+                out_x: np.ndarray, out_e: np.ndarray, out_r: np.ndarray, x_decoders: list,
+                scales: dict[str, int], x_vectorised: list) -> list:
+    """:func:`decode` for every window, vectorised for the common case.
+
+    A window is *simple* when nothing was rescaled and every integer slot's bound proves
+    its residue exact; its slots then come straight from the uint64 arrays.  Other
+    windows go through :func:`decode` one by one.  ``x_vectorised[k]`` decodes a whole
+    array of MIN/MAX keys (or is None to decode per value).
+    """
+    w = len(out_r)
+    simple = (out_e == 0) & out_r & np.isfinite(out_f).all(axis=1)
+    columns: list = []
+    for idx, entry in enumerate(chan.slot_map):
+        kind = entry[0]
+        if kind in ("int", "isum", "fsplit"):
+            limbs = [(entry[1], entry[3] if kind != "int" else entry[2])]
+            if kind == "fsplit":
+                limbs.append((entry[4], entry[6]))
+            fits = FITS_UNSIGNED if kind == "int" else FITS_SIGNED
+            for _, b in limbs:
+                simple &= out_f[:, b] < fits
+            if kind == "int":
+                columns.append(out_i[:, entry[1]].tolist())
+            elif kind == "isum":
+                columns.append(out_i[:, entry[1]].view(np.int64).tolist())
+            else:
+                hi = out_i[:, entry[1]].view(np.int64).tolist()
+                lo = out_i[:, entry[4]].view(np.int64).tolist()
+                columns.append([(h << SPLIT_SHIFT) + l for h, l in zip(hi, lo)])
+        elif kind == "fsum":
+            simple &= False
+            columns.append(None)
+        elif kind == "x":
+            k = entry[3]
+            slot = layout.slots[idx]
+            keys = out_x[:, k]
+            identity = MIN_KEY_IDENTITY if slot.kind == MIN else MAX_KEY_IDENTITY
+            empty = (keys == identity).tolist()
+            if x_vectorised[k] is not None:
+                vals = x_vectorised[k](keys)
+            else:
+                vals = [x_decoders[k](int(key)) if not e else None for key, e in zip(keys.tolist(), empty)]
+            columns.append([None if e else v for v, e in zip(vals, empty)])
+        else:  # "inf"
+            columns.append([0.0] * w)
+    states: list = [None] * w
+    simple_list = simple.tolist()
+    ready = out_r.tolist()
+    for k in range(w):
+        if not ready[k]:
+            continue
+        if simple_list[k]:
+            states[k] = [col[k] for col in columns]
+        else:
+            states[k] = decode(chan, layout, out_i[k], out_f[k], out_x[k], int(out_e[k]),
+                               x_decoders, scales)
+    return states

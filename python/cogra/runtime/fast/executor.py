@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from cogra.analysis.granularity import Executor
 from cogra.runtime.fast.channels import (
     SPLIT_SHIFT,
+    decode_many,
     SPLIT_SUFFIX,
     UNDECIDED,
     Unsupported,
@@ -27,6 +28,7 @@ from cogra.runtime.fast.channels import (
     decode,
     float_from_key,
     float_key,
+    floats_from_keys,
 )
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
@@ -108,8 +110,8 @@ class FastExecutor:
     # -- inputs ------------------------------------------------------------------------
     @staticmethod
     def _wide_float_sums(engine: Any) -> tuple[frozenset[str], frozenset[str]]:
-        """Float attributes whose scaled values ``x * 2**k`` exceed int64: those below
-        2**93 are split into two exact limbs, the rest summed in double."""
+        """Float attributes whose scaled values ``x * 2**k`` are wide: below 2**93 they are
+        split into two exact limbs, beyond that summed in double."""
         split, inexact = set(), set()
         for slot in engine.layout.slots:
             attr = slot.attribute
@@ -118,9 +120,11 @@ class FastExecutor:
             col = pc.drop_null(engine.table.column(attr)).to_numpy(zero_copy_only=False)
             col = col[np.isfinite(col)]
             widest = float(np.abs(col).max()) * engine.scales[attr] if col.size else 0.0
+            # One limb leaves 2**63 / widest for the trend counts that multiply each value;
+            # past 2**31 two limbs keep sums exact up to about 2**94.
             if widest >= 2.0**93:
                 inexact.add(attr)
-            elif widest >= 2.0**62:
+            elif widest >= 2.0**31:
                 split.add(attr)
         return frozenset(split), frozenset(inexact)
 
@@ -132,6 +136,7 @@ class FastExecutor:
         self.a_valid = np.zeros((max(1, len(attrs)), n), np.bool_)
         self.a_key = np.zeros((max(1, len(attrs)), n), np.int64)
         decoders: dict[str, Callable[[int], Any]] = {}
+        vectorised: dict[str, Callable[[np.ndarray], list]] = {}
         sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
         for j, attr in enumerate(attrs):
             if attr.endswith(SPLIT_SUFFIX):
@@ -150,6 +155,7 @@ class FastExecutor:
                 self.a_flt[j] = ints.astype(np.float64)
                 self.a_key[j] = ints
                 decoders[attr] = int
+                vectorised[attr] = lambda keys: keys.tolist()
             elif pa.types.is_floating(t):
                 flts = pc.fill_null(col, 0.0).cast(pa.float64()).to_numpy()
                 if attr in sums and not np.isfinite(flts).all():
@@ -166,6 +172,7 @@ class FastExecutor:
                     self.a_int[j] = scaled.astype(np.int64)  # an integer below 2**62
                 self.a_key[j] = float_key(flts)
                 decoders[attr] = float_from_key
+                vectorised[attr] = lambda keys: floats_from_keys(keys).tolist()
             elif attr in sums:
                 raise Unsupported(f"{attr} is {t}")
             elif pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -185,9 +192,11 @@ class FastExecutor:
             else:
                 raise Unsupported(f"{attr} is {t}")
         self.x_decoders = []
+        self.x_vectorised = []
         for slot in self.engine.layout.slots:
             if slot.kind in ("min", "max"):
                 self.x_decoders.append(decoders[slot.attribute])
+                self.x_vectorised.append(vectorised.get(slot.attribute))
 
     # -- run ----------------------------------------------------------------------------
     def run(self, subs: Any, lo: np.ndarray, hi: np.ndarray) -> list:
@@ -228,15 +237,8 @@ class FastExecutor:
                 self.q_eq[:, rows], self.g_valid[:, rows],
                 lo, hi, max_batch, max_window, out_i, out_f, out_x, out_e, out_r,
             )
-        layout, scales = self.engine.layout, self.engine.scales
-        states: list = []
-        for k in range(w):
-            if not out_r[k]:
-                states.append(None)
-                continue
-            states.append(decode(c, layout, out_i[k], out_f[k], out_x[k], int(out_e[k]),
-                                 self.x_decoders, scales))
-        return states
+        return decode_many(c, self.engine.layout, out_i, out_f, out_x, out_e, out_r,
+                           self.x_decoders, self.engine.scales, self.x_vectorised)
 
     def _specialized(self, n_events, lo, hi):
         """A generated kernel and its rescale bound, when it pays off and is safe."""

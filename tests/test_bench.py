@@ -1,0 +1,133 @@
+"""The benchmark harness end to end on a tiny experiment (no timing assertions)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from cogra.bench import experiments, main, runner
+from cogra.bench.experiments import Experiment, Run
+
+
+def tiny_runs(quick: bool) -> list[Run]:
+    q = experiments.Q_ANY
+    runs = [Run("tiny", c, c, n, "stock", n, q, meta={"semantics": "any"})
+            for c in ("cogra", "two-step", "greta", "a-seq") for n in (40, 80)]
+    runs.append(Run("tiny", "a-seq", "a-seq", 120, "stock", 120, experiments.Q_SELECTIVITY.format(offset=0)))
+    # sleeps one millisecond per event: 3 s, far beyond the time limit below -> DNF,
+    # and the next point of the same series is DNF without running.
+    runs += [Run("tiny", "sleeper", "sleep", n, "stock", n, q) for n in (3000, 6000)]
+    return runs
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    exp = Experiment("tiny", "A tiny experiment", "test", "Two sizes, every contender.",
+                     "events per window", True, tiny_runs)
+    monkeypatch.setitem(experiments.EXPERIMENTS, "tiny", exp)
+    return exp
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_end_to_end(tiny, tmp_path: Path, capsys) -> None:
+    out, docs = tmp_path / "results", tmp_path / "docs"
+    docs.mkdir()
+    code = main(["--experiments", "tiny", "--out", str(out), "--docs", str(docs), "--time-limit", "1"])
+    assert code == 0
+    rows = read_csv(out / "results.csv")
+    assert len(rows) == len(tiny_runs(True))
+    by = {(r["series"], r["x"]): r for r in rows}
+
+    for c in ("cogra", "greta", "a-seq", "two-step"):
+        r = by[(c, "40")]
+        assert r["status"] == "ok", r
+        assert float(r["latency_s"]) > 0 and float(r["throughput_eps"]) > 0
+        assert r["rss_peak_delta_bytes"] != "" and r["tracemalloc_peak_bytes"] != ""
+    assert by[("cogra", "40")]["executor"] == "type-grained"
+    # Every contender that finished agrees on the number of trends (the cross-check).
+    counts = {by[(c, "40")]["result_digest"] for c in ("cogra", "greta", "a-seq", "two-step")}
+    assert len(counts) == 1 and next(iter(counts)).startswith("count=")
+
+    assert by[("a-seq", "120")]["status"] == "n/a"  # predicates on adjacent events
+    assert by[("sleeper", "3000")]["status"] == "DNF"
+    assert "time limit" in by[("sleeper", "3000")]["message"]
+    assert by[("sleeper", "6000")]["status"] == "DNF"
+    assert "not run" in by[("sleeper", "6000")]["message"]
+
+    meta = json.loads((out / "machine.json").read_text())
+    assert meta["machine"]["logical_cores"] >= 1 and meta["settings"]["time_limit"] == 1
+
+    md = (docs / "benchmarks.md").read_text()
+    assert "## Machine" in md and meta["machine"]["cpu"] in md
+    assert "## Headline ratios" in md and "### `tiny`" in md
+    assert "DNF" in md and "n/a" in md
+    plots = sorted(p.name for p in (docs / "benchmarks").glob("*.png"))
+    assert "tiny-latency.png" in plots and "tiny-throughput.png" in plots
+    assert "](benchmarks/tiny-latency.png)" in md
+    assert "[" in capsys.readouterr().err  # progress lines on stderr
+
+    # The docs can be regenerated from the results alone.
+    (docs / "benchmarks.md").unlink()
+    assert main(["--report-only", str(out), "--docs", str(docs)]) == 0
+    assert (docs / "benchmarks.md").exists()
+
+
+def test_measure_reports_dnf_and_errors() -> None:
+    limits = runner.Limits(time_limit=0.3, tracemalloc=False)
+    out = runner.measure(Run("t", "s", "sleep", 1, "stock", 2000, ""), limits)
+    assert out.status == runner.DNF and out.latency_s is None
+    out = runner.measure(Run("t", "s", "cogra", 1, "stock", 50, "RETURN COUNT(*) PATTERN Stock A+ WHERE B.x > 1"), limits)
+    assert out.status == runner.ERROR and "unknown variable" in out.message
+
+
+def test_cogra_bench_is_a_cli_command() -> None:
+    import cogra.bench  # noqa: F401  (registers the command)
+    from cogra.cli import build_parser
+
+    args = build_parser().parse_args(["bench", "--quick", "--experiments", "groups"])
+    assert args.quick and args.experiments == "groups" and callable(args.func)
+
+
+def test_experiment_selection_and_sizes() -> None:
+    default = [e.id for e in experiments.select(None)]
+    assert "spark-e2e" not in default and {"any-events", "mixed-vs-greta", "sliding", "memory"} <= set(default)
+    assert "spark-e2e" in [e.id for e in experiments.select("all")]
+    with pytest.raises(ValueError, match="unknown experiment"):
+        experiments.select("nope")
+    for exp in experiments.EXPERIMENTS.values():
+        assert exp.runs(True) and len(exp.runs(True)) <= len(exp.runs(False))
+    offset, actual = experiments.volume_offset(0.5)
+    assert offset % 100 == 0 and abs(actual - 0.5) < 0.01
+    assert experiments.volume_offset(0.1)[1] < experiments.volume_offset(0.9)[1]
+
+
+def test_which_contenders_apply() -> None:
+    """Report Table 10: GRETA and A-Seq only under skip-till-any-match, A-Seq without
+    predicates on adjacent events."""
+    schemas = {}
+    na = set()
+    for exp in experiments.select("any-events,next-events,cont-events,selectivity,groups"):
+        for run in exp.runs(True):
+            key = (run.dataset, tuple(sorted(run.data_kwargs.items())))
+            if key not in schemas:
+                schemas[key] = runner.make_table(Run("", "", "", 0, run.dataset, 10, "", dict(run.data_kwargs))).schema
+            if runner.applicable(run.contender, run.query, schemas[key]):
+                na.add((run.experiment, run.contender))
+    assert na == {("next-events", "greta"), ("next-events", "a-seq"), ("cont-events", "greta"),
+                  ("cont-events", "a-seq"), ("selectivity", "a-seq")}
+
+
+def test_spark_hook_skips_without_pyspark(monkeypatch) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyspark" else real(name, *a))
+    with pytest.raises(runner.Skip, match="pyspark"):
+        runner._contender("spark", runner.Limits())
