@@ -7,6 +7,7 @@ registered by their own modules when present, so this file stays a thin dispatch
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import time
 from typing import Callable, Sequence
@@ -101,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-overflow", choices=("error", "null"), default="error")
     p.add_argument("--rows", type=int, default=20)
     p.set_defaults(func=cmd_run)
+    importlib.import_module("cogra.bench")  # registers `cogra bench`
+
     for register in _EXTRA:
         register(sub)
     return parser
