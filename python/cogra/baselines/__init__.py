@@ -72,30 +72,7 @@ class BaselineLimitExceeded(RuntimeError):
 # ---------------------------------------------------------------------------
 
 
-def numpy_column(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """``(data, valid)`` numpy arrays of a column; NULLs get a harmless filler."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
-    t = col.type
-    if pa.types.is_dictionary(t):
-        col = col.dictionary_decode()
-        t = col.type
-    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-    if pa.types.is_timestamp(t):
-        col = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
-    elif pa.types.is_date(t):
-        col = col.cast(pa.date32()).cast(pa.int32())
-    elif pa.types.is_decimal(t):
-        col = col.cast(pa.float64())
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        data = np.asarray(pc.fill_null(col, "").to_numpy(zero_copy_only=False), dtype=object)
-    elif pa.types.is_boolean(col.type):
-        data = np.asarray(pc.fill_null(col, False).to_numpy(zero_copy_only=False), dtype=bool)
-    elif pa.types.is_null(col.type):
-        data = np.zeros(len(col))
-    else:
-        data = np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False))
-    return data, valid
+from cogra.runtime.engine import numpy_column  # noqa: E402  (one conversion for all)
 
 
 def _codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:
