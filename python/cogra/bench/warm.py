@@ -28,8 +28,11 @@ def warm() -> None:
     cases += [(t.format(aggs=ex.ALL_AGGREGATES), stock) for t in ex.KERNEL.values()]
     cases += [(q, stock) for q in ex.MEMORY.values()]
     import cogra
+    from cogra.bench.runner import generated_kernels_always
 
     for q, table in cases:
+        with generated_kernels_always():
+            _try(lambda: cogra.evaluate(q, table, on_overflow="null"))
         _try(lambda: cogra.evaluate(q, table, on_overflow="null"))
         if ex.cogra_python_available():
             _try(lambda: cogra.evaluate(q, table, on_overflow="null", compiled=False))
