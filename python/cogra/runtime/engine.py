@@ -325,7 +325,14 @@ class Engine:
         pending = range(len(seg))
         fast = self._fast_executor()
         if fast is not None and len(seg):
-            states = fast.run(subs, lo, hi)
+            # -- sliding-window hook (cogra.runtime.fast.sliding): windows share their panes'
+            # work when the query slides; None means it does not apply.
+            from cogra.runtime.fast import sliding
+
+            states = sliding.run(fast, self, subs, seg, bounds, lo, hi)
+            if states is None:
+                states = fast.run(subs, lo, hi)
+            # -- end of the sliding-window hook
             pending = [w for w, st in enumerate(states) if st is fast.UNDECIDED]
             self.stats["windows_fast"] = len(seg) - len(pending)
         for w in pending:

@@ -1,0 +1,111 @@
+"""Sliding windows at (almost) the cost of tumbling ones.
+
+``WITHIN d SLIDE s`` puts every event into ``d / s`` windows; evaluating each window
+on its own (what :meth:`FastExecutor.run` does) costs ``d / s`` times the tumbling
+query.  When ``s`` divides ``d``, a window is a run of ``d / s`` *panes* of length
+``s``, and :mod:`cogra.runtime.fast.sliding_kernels` shares the panes' work between
+the windows (docs/design-next.md section 1): per event it does ``nv + 1`` state
+updates instead of ``d / s``.
+
+It applies where :func:`plan` says so: the compiled type- and pattern-grained
+executors without kept variables (the mixed-grained executor keeps events, whose
+per-window cost is bounded already), integer windows, ``s | d``, at least
+:data:`MIN_PANES_PER_WINDOW` panes and :data:`MIN_EVENTS_PER_WINDOW` events per
+window (below that the direct kernel is as cheap).  A segment whose floats turn
+non-finite anyway is evaluated by the direct kernel.  Decoding is shared with the
+direct kernel, so a window whose values cannot be proven exact still comes back
+``UNDECIDED`` and the engine re-runs it in Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from cogra.runtime.fast.channels import decode_many
+from cogra.runtime.windows import is_integral
+
+MIN_PANES_PER_WINDOW = 8
+"""Sharing pays off from about ``nv + 1`` panes per window; tests lower this to 1."""
+MIN_EVENTS_PER_WINDOW = 160
+"""The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
+about 10 ns per (window, event) pair (measured on the stock data, one variable): below
+this many events per window on average the per-window kernel is cheaper.  Tests
+lower it to 0."""
+
+
+def plan(fast: Any, engine: Any, lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:
+    """``(slide, panes per window)`` when the sharing kernel applies and pays off, else None."""
+    spec = engine.windows
+    if fast.kept or spec.size is None or not is_integral(spec, engine.bound.time_type):
+        return None
+    size, slide = int(spec.size), int(spec.step)
+    if size % slide or size // slide < MIN_PANES_PER_WINDOW:
+        return None
+    if len(lo) == 0 or float(np.mean(hi - lo)) < MIN_EVENTS_PER_WINDOW:
+        return None
+    return slide, size // slide
+
+
+def run(fast: Any, engine: Any, subs: Any, seg: np.ndarray, bounds: list,
+        lo: np.ndarray, hi: np.ndarray) -> list | None:
+    """Decoded states of every window (as :meth:`FastExecutor.run`), or None if not applicable."""
+    shape = plan(fast, engine, lo, hi)
+    if shape is None:
+        return None
+    from cogra.runtime.fast.sliding_kernels import run_sliding
+
+    slide, panes = shape
+    seg = np.asarray(seg, np.int64)
+    k = np.fromiter((b[0] for b in bounds), np.int64, len(bounds)) // slide
+    # The kernel walks each segment's windows once, in order of k.
+    if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
+        return None
+    rows = subs.rows
+    times = engine.time_np[rows]
+    c = fast.chan
+    w = len(seg)
+    out_i = np.zeros((w, max(1, c.n_i)), np.uint64)
+    out_f = np.zeros((w, max(1, c.n_f)), np.float64)
+    out_x = np.zeros((w, c.n_x), np.int64)
+    out_e = np.zeros(w, np.int64)
+    out_r = np.zeros(w, np.bool_)
+    seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
+    run_sliding(
+        fast.mode, times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
+        fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
+        fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+        seg, k, lo.astype(np.int64), hi.astype(np.int64), slide, panes,
+        fast._max_batch(times, subs.bits), _max_panes(times // slide, subs.seg_ptr, panes),
+        out_i, out_f, out_x, out_e, out_r, seg_done,
+    )
+    redo = np.flatnonzero(~seg_done[seg])
+    out_r[redo] = False  # their rows are meaningless: never decode them
+    states = decode_many(c, engine.layout, out_i, out_f, out_x, out_e, out_r,
+                         fast.x_decoders, engine.scales, fast.x_vectorised)
+    if len(redo):
+        for w_, state in zip(redo.tolist(), fast.run(subs, lo[redo], hi[redo])):
+            states[w_] = state
+    return states
+
+
+def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
+    """A bound on the panes either stack holds.
+
+    After a flip at window ``k`` the next windows start before ``k + per_window`` and so
+    add at most ``per_window - 1`` panes; the window that flips next adds its own
+    ``per_window`` (events between two windows are skipped).  Neither stack exceeds a
+    segment's distinct panes either.
+    """
+    if len(pane) == 0:
+        return 1
+    new = np.ones(len(pane), np.int64)
+    new[1:] = pane[1:] != pane[:-1]
+    starts = seg_ptr[:-1][np.diff(seg_ptr) > 0]
+    new[starts] = 1
+    distinct = int(np.add.reduceat(new, starts).max())
+    return max(1, min(distinct, 3 * per_window))
+
+
+__all__ = ["MIN_EVENTS_PER_WINDOW", "MIN_PANES_PER_WINDOW", "plan", "run"]

@@ -1,0 +1,226 @@
+"""Sliding windows through pane sharing (cogra.runtime.fast.sliding).
+
+The sharing kernel must return exactly what the per-window kernel and the two-step
+reference return.  ``forced`` lowers the panes-per-window threshold to 1 so that every
+integer window query whose slide divides its size takes the sharing path (tumbling
+windows included), and counts the kernel's calls to prove that it did.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cogra
+from cogra.datasets import events, stock
+from cogra.reference import evaluate_reference
+from cogra.runtime.fast import sliding, sliding_kernels
+from tests.compare import assert_same_result
+from tests.strategies import cases, queries, streams
+
+COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@contextlib.contextmanager
+def forced(panes_per_window: int = 1):
+    """Use the sharing kernel from ``panes_per_window`` panes on (whatever the events per
+    window); yields a call counter."""
+    calls = []
+    real = sliding_kernels.run_sliding
+    old = sliding.MIN_PANES_PER_WINDOW, sliding.MIN_EVENTS_PER_WINDOW
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    sliding.MIN_PANES_PER_WINDOW, sliding.MIN_EVENTS_PER_WINDOW = panes_per_window, 0
+    sliding_kernels.run_sliding = counted
+    try:
+        yield calls
+    finally:
+        sliding.MIN_PANES_PER_WINDOW, sliding.MIN_EVENTS_PER_WINDOW = old
+        sliding_kernels.run_sliding = real
+
+
+@contextlib.contextmanager
+def disabled():
+    old = sliding.MIN_PANES_PER_WINDOW
+    sliding.MIN_PANES_PER_WINDOW = 10**18
+    try:
+        yield
+    finally:
+        sliding.MIN_PANES_PER_WINDOW = old
+
+
+def evaluate(query: str, table: pa.Table, **kw) -> pa.Table:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cogra.CograDataWarning)
+        return cogra.evaluate(query, table, on_overflow="null", **kw)
+
+
+def shared_equals_direct(query: str, table: pa.Table, *, reference: bool = True) -> tuple[pa.Table, int]:
+    """The sharing path's result (checked against the per-window path and the reference)
+    and how often the sharing kernel ran."""
+    with forced() as calls:
+        got = evaluate(query, table)
+    with disabled():
+        direct = evaluate(query, table)
+    context = f"\nquery:\n{query}\nstream:\n{table.to_pylist()}"
+    assert_same_result(got, direct, context=context)
+    if reference:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cogra.CograDataWarning)
+            want = evaluate_reference(query, table, on_overflow="null")
+        assert_same_result(got, want, context=context)
+    return got, len(calls)
+
+
+def rows(table: pa.Table) -> list[tuple]:
+    return list(zip(*(table.column(c).to_pylist() for c in table.schema.names)))
+
+
+# ---------------------------------------------------------------------------
+# Random queries
+# ---------------------------------------------------------------------------
+
+
+@settings(max_examples=600, **COMMON)
+@given(case=cases(max_events=12))
+def test_sharing_equals_direct_and_reference(case) -> None:
+    q, table = case
+    shared_equals_direct(q.text, table)
+
+
+@st.composite
+def sliding_cases(draw):
+    """Longer streams (no reference: it enumerates trends) with many panes per window."""
+    q = draw(queries())
+    text = q.text.split("\nWITHIN")[0]
+    slide = draw(st.integers(1, 3))
+    text += f"\nWITHIN {slide * draw(st.integers(1, 12))} seconds SLIDE {slide} seconds"
+    table = draw(streams(max_events=60, types=q.event_types))
+    spread = draw(st.sampled_from([1, 3, 10]))  # 10: gaps of many empty windows
+    table = table.set_column(1, "time", pa.array(
+        [None if t is None else t * spread for t in table.column("time").to_pylist()], pa.int64()))
+    return text, table
+
+
+@settings(max_examples=300, **COMMON)
+@given(case=sliding_cases())
+def test_sharing_equals_direct_on_longer_streams(case) -> None:
+    shared_equals_direct(*case, reference=False)
+
+
+# ---------------------------------------------------------------------------
+# Hand-checked cases
+# ---------------------------------------------------------------------------
+
+
+def test_any_counts_per_window() -> None:
+    # WITHIN 4 SLIDE 2, A+ under any: 2^n - 1 trends over the n events of a window.
+    got, calls = shared_equals_direct("RETURN COUNT(*) PATTERN A+ WITHIN 4 seconds SLIDE 2 seconds",
+                                      events("a-3 a-1 a0 a2"))
+    assert calls == 1
+    assert rows(got) == [(1, -6, -2), (3, -4, 0), (3, -2, 2), (3, 0, 4), (1, 2, 6)]
+
+
+def test_next_with_ties() -> None:
+    # Under next, A+ over a0 a1 a1' : a1 and a1' (a tie) both extend a0 only.
+    # Window [0, 3): a0, a1, a1', a0a1, a0a1' = 5; [1, 4): a1, a1' = 2; [-1, 2), [-2, 1): 5 and 1.
+    got, calls = shared_equals_direct(
+        "RETURN COUNT(*) PATTERN A+ SEMANTICS skip-till-next-match WITHIN 3 seconds SLIDE 1 second",
+        events("a0 a1 a1"))
+    assert calls == 1
+    assert rows(got) == [(1, -2, 1), (5, -1, 2), (5, 0, 3), (2, 1, 4)]
+
+
+def test_contiguous_broken_by_an_irrelevant_event() -> None:
+    # SEQ(A, B) contiguous: x2 separates a1 from b3; a4 b5 is contiguous.
+    got, calls = shared_equals_direct(
+        "RETURN COUNT(*) PATTERN SEQ(A, B) SEMANTICS contiguous WITHIN 4 seconds SLIDE 1 second",
+        events("a1 x2 b3 a4 b5"))
+    assert calls == 1
+    assert rows(got) == [(1, 2, 6), (1, 3, 7), (1, 4, 8)]
+
+
+def test_min_max_sum_avg_per_window() -> None:
+    # A+ under next over a0(5) a2(1) a4(7): windows of size 4 sliding by 2.
+    table = events("a0 a2 a4", v=[5, 1, 7])
+    got, _ = shared_equals_direct(
+        "RETURN COUNT(*), MIN(A.v), MAX(A.v), SUM(A.v), AVG(A.v) PATTERN A+ "
+        "SEMANTICS skip-till-next-match WITHIN 4 seconds SLIDE 2 seconds", table)
+    # [0,4): a0, a2, a0a2 -> min 1, max 5, sum 5+1+6 = 12, avg 12/4 = 3.0
+    assert rows(got)[1] == (3, 1, 5, 12, 3.0, 0, 4)
+    # [2,6): a2, a4, a2a4 -> min 1, max 7, sum 1+7+8 = 16
+    assert rows(got)[2] == (3, 1, 7, 16, 4.0, 2, 6)
+
+
+def test_extremes_of_events_that_only_extend_earlier_trends() -> None:
+    # B never starts a trend, so in [0, 4) the keys of b2 and b3 (later panes) reach the
+    # result only through trends that a0 (an earlier pane) started.
+    table = events("a0 b2 b3 a5 b6", v=[9, 5, 1, 9, 7])
+    got, _ = shared_equals_direct(
+        "RETURN COUNT(*), MIN(B.v), MAX(B.v) PATTERN SEQ(A, B) WITHIN 4 seconds SLIDE 1 second", table)
+    by_start = {r[3]: r[:3] for r in rows(got)}
+    assert by_start[0] == (2, 1, 5)  # a0 b2, a0 b3
+    assert 2 not in by_start  # [2, 6): b2 b3 a5
+    assert by_start[3] == by_start[4] == (1, 7, 7)  # a5 b6
+
+
+def test_empty_panes_and_long_gaps() -> None:
+    # Panes of 1 second, windows of 8: most panes are empty, and a gap of ~1000 seconds
+    # leaves about a thousand panes without events between the two bursts.
+    table = events("a0 b3 a5 b7 a1000 a1001 b1007")
+    got, calls = shared_equals_direct(
+        "RETURN COUNT(*) PATTERN SEQ(A+, B) WITHIN 8 seconds SLIDE 1 second", table)
+    assert calls == 1
+    by_start = {r[1]: r[0] for r in rows(got)}
+    # [0, 8): a0 b3, a0 b7, a5 b7, a0 a5 b7.  [1000, 1008): a1000 b7, a1001 b7, a1000 a1001 b7.
+    assert by_start[0] == 4 and by_start[1000] == 3 and by_start[1001] == 1
+    assert by_start[-4] == 1 and by_start[3] == 1  # [-4, 4): a0 b3;  [3, 11): a5 b7
+
+
+def test_huge_counts_are_rescaled(monkeypatch) -> None:
+    # 2^n - 1 trends per window: the floats pass 2^1000 and are kept with exponents
+    # (no fallback to the per-window kernel); COUNT overflows int64 (NULL), AVG does not.
+    from cogra.runtime.fast.executor import FastExecutor
+
+    direct_runs = []
+    real = FastExecutor.run
+    monkeypatch.setattr(FastExecutor, "run", lambda self, *a: direct_runs.append(1) or real(self, *a))
+    n = 1200
+    table = pa.table({"type": ["A"] * n, "time": pa.array(range(n), pa.int64()),
+                      "v": pa.array([i % 7 for i in range(n)], pa.int64())})
+    query = "RETURN COUNT(*), AVG(A.v), MIN(A.v) PATTERN A+ WITHIN 1100 seconds SLIDE 10 seconds"
+    got, calls = shared_equals_direct(query, table, reference=False)
+    assert calls == 1 and len(direct_runs) == 1  # only the run with sharing disabled
+    assert got.num_rows == len(range(-1090, 1200, 10))
+    assert got.column("COUNT(*)").to_pylist()[0] == 2**10 - 1  # [-1090, 10) holds 0..9
+    assert got.column("COUNT(*)").to_pylist()[60] is None  # [-490, 610): 610 events
+    assert got.column("AVG(A.v)").to_pylist()[60] is not None
+
+
+def test_only_when_it_pays_off() -> None:
+    table = events("a0 a1 a2 a3")
+    with forced(panes_per_window=8) as calls:
+        evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 4 seconds SLIDE 1 second", table)  # 4 panes
+        evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 9 seconds SLIDE 2 seconds", table)  # 2 does not divide 9
+        assert not calls
+        evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 8 seconds SLIDE 1 second", table)
+        assert len(calls) == 1
+        sliding.MIN_EVENTS_PER_WINDOW = 5  # these windows hold 1 to 4 events
+        evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 8 seconds SLIDE 1 second", table)
+        assert len(calls) == 1
+
+
+@pytest.mark.parametrize("semantics", ["skip-till-any-match", "skip-till-next-match", "contiguous"])
+def test_stock_sliding_equals_direct(semantics: str) -> None:
+    table = stock(n_events=3_000)
+    query = (f"RETURN company, COUNT(*), AVG(A.price), MIN(A.price), MAX(A.volume) PATTERN Stock A+ "
+             f"SEMANTICS {semantics} WHERE [company] GROUP-BY company WITHIN 60 seconds SLIDE 2 seconds")
+    shared_equals_direct(query, table, reference=False)
