@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 import time
 from typing import Callable, Sequence
@@ -46,7 +47,11 @@ def _fmt(v: object) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Run the report's q1-q3 over generated data with the COGRA engine."""
+    """Run the report's q1-q3 over generated data: through spark.sql (default) or the engine."""
+    if not args.no_spark:
+        from cogra.spark.demo import run_demo
+
+        return run_demo(events=args.events, rows=args.rows, master=args.master)
     from cogra.examples import EXAMPLES
 
     for ex in EXAMPLES:
@@ -88,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the report's q1-q3 over generated data")
     p.add_argument("--events", type=int, default=20_000, help="events per data set")
     p.add_argument("--rows", type=int, default=8, help="result rows to print per query")
+    p.add_argument("--no-spark", action="store_true",
+                   help="evaluate with cogra.evaluate in this process instead of spark.sql")
+    p.add_argument("--master", default="local[*]", help="Spark master for the demo")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("explain", help="show a query's plan")
     p.add_argument("query", nargs="?")
@@ -103,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", type=int, default=20)
     p.set_defaults(func=cmd_run)
     importlib.import_module("cogra.bench")  # registers `cogra bench`
+    if importlib.util.find_spec("pyspark") is not None:
+        # registers sql, data, shim, thriftserver, connect-server
+        importlib.import_module("cogra.spark.cli")
 
     for register in _EXTRA:
         register(sub)

@@ -1,0 +1,262 @@
+"""End-to-end throughput of MATCH_TREND in Spark, against a no-op Arrow pass-through.
+
+What it measures: input rows per second of ``spark.sql("SELECT * FROM MATCH_TREND(...)")
+.count()`` over a Parquet table, and of a pass-through with the *same* plan below the
+Python step -- the scan with MATCH_TREND's pruned columns and pushed filter, the
+repartition by the query's keys, the sort by (keys, time) -- followed by an identity
+``mapInArrow``. Their ratio is the share of Spark's own Arrow pass-through speed that
+MATCH_TREND keeps: 1.0 would mean the evaluation costs nothing; what is lost is the
+engine's work plus the batching around it (``cogra.spark.udtf``).
+
+Queries: the report's q1-q3 (sliding windows, as in ``sql/``) and the same queries with
+tumbling windows (one window per event instead of 20-60, so the engine's share is smaller
+and the integration's overhead shows). Each runs on ``local[1]`` and ``local[2]``; the
+speed-up is the ratio of their MATCH_TREND rates. Every measurement is the median of
+``--repeat`` runs after a warm-up run (Python workers started, kernels compiled)::
+
+    python -m cogra.spark.throughput                       # defaults below, ~10 minutes
+    python -m cogra.spark.throughput --queries q1 q3-tumbling --events 4000000 --repeat 5
+
+For scale, ``engine rows/s`` is :func:`cogra.evaluate` on the same table in this process
+(one core, no Spark): MATCH_TREND cannot be faster per core than the engine it runs.
+
+AQE's partition coalescing is off: it merges MATCH_TREND's shuffle partitions by their size
+in bytes, not by the engine's work per row (2M stock rows: 6 non-empty partitions -> 3
+tasks; 2,000 rows: 1 task), which can leave a core idle. ``--aqe-coalesce`` turns it on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    query: str
+    dataset: str  # a cogra.datasets generator
+    events: int  # default input size (sliding windows cost 20-60x more per event)
+
+
+def workloads() -> dict[str, Workload]:
+    from cogra.examples import Q1, Q2, Q3
+
+    tumbling = {
+        "q1": Q1.replace(" SLIDE 30 seconds", ""),
+        "q2": Q2.replace(" SLIDE 30 seconds", ""),
+        "q3": Q3.replace(" SLIDE 10 seconds", ""),
+    }
+    assert all("SLIDE" not in q for q in tumbling.values())
+    items = [
+        Workload("q1", Q1, "activity", 2_000_000),
+        Workload("q2", Q2, "rides", 1_000_000),
+        Workload("q3", Q3, "stock", 200_000),
+        Workload("q1-tumbling", tumbling["q1"], "activity", 2_000_000),
+        Workload("q2-tumbling", tumbling["q2"], "rides", 2_000_000),
+        Workload("q3-tumbling", tumbling["q3"], "stock", 2_000_000),
+    ]
+    return {w.name: w for w in items}
+
+
+@dataclass(frozen=True)
+class Measurement:
+    master: str
+    workload: str
+    rows: int
+    result_rows: int
+    match_trend_s: float
+    passthrough_s: float
+    engine_s: float
+
+    @property
+    def engine_rate(self) -> float:
+        return self.rows / self.engine_s
+
+    @property
+    def match_trend_rate(self) -> float:
+        return self.rows / self.match_trend_s
+
+    @property
+    def passthrough_rate(self) -> float:
+        return self.rows / self.passthrough_s
+
+    @property
+    def ratio(self) -> float:
+        return self.match_trend_rate / self.passthrough_rate
+
+
+def write_data(workload: Workload, events: int, root: Path) -> Path:
+    """The workload's input as one Parquet directory (written once, read by every run)."""
+    import pyarrow.parquet as pq
+
+    from cogra import datasets
+
+    path = root / f"{workload.dataset}-{events}"
+    if not path.exists():
+        path.mkdir(parents=True)
+        pq.write_table(datasets.by_name(workload.dataset, events, seed=0), path / "part-00000.parquet")
+    return path
+
+
+def match_trend_frame(spark: "SparkSession", path: Path, query: str) -> "DataFrame":
+    spark.read.parquet(str(path)).createOrReplaceTempView("cogra_throughput_input")
+    literal = "'" + query.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(cogra_throughput_input), {literal})")
+
+
+def passthrough_frame(spark: "SparkSession", path: Path, query: str,
+                      type_column: str = "type", time_column: str = "time") -> "DataFrame":
+    """MATCH_TREND's plan up to its Python step, with an identity ``mapInArrow`` instead.
+
+    Columns, filter and keys come from the same functions MATCH_TREND's analysis uses.
+    """
+    from pyspark.sql import functions as F
+
+    from cogra.spark import udtf
+
+    df = spark.read.parquet(str(path))
+    schema = udtf._arrow_schema(df.schema)
+    keys = [udtf._resolve(k, schema.names) for k in udtf.plain_group_keys(query)]
+    columns, filter_sql = udtf.pushdown(query, schema, type_column, time_column)
+    time_name = udtf._resolve(time_column, schema.names)
+    selected: list[str] = []
+    for c in (*keys, time_name, *columns):
+        c = udtf._resolve(c, schema.names)
+        if c in schema.names and c not in selected:
+            selected.append(c)
+    if filter_sql:
+        df = df.where(F.expr(filter_sql))
+    df = df.select(*[F.col(udtf.quote_identifier(c)) for c in selected])
+    df = df.repartition(*[F.col(udtf.quote_identifier(k)) for k in keys]) if keys else df.repartition(1)
+    df = df.sortWithinPartitions(*[F.col(udtf.quote_identifier(c)) for c in (*keys, time_name)])
+
+    def identity(batches):
+        yield from batches
+
+    return df.mapInArrow(identity, df.schema)
+
+
+def median_seconds(action: Callable[[], int], repeat: int) -> tuple[float, int]:
+    """(median wall-clock seconds of ``repeat`` runs, the action's result), after one
+    untimed warm-up run (Python workers started, the engine's kernels compiled)."""
+    result = action()
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        result = action()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times), result
+
+
+def engine_seconds(workload: Workload, path: Path) -> float:
+    """One timed :func:`cogra.evaluate` of the whole input in this process, after a
+    warm-up on its first 20,000 rows (kernels compiled)."""
+    import pyarrow.parquet as pq
+
+    import cogra
+
+    table = pq.read_table(path)
+    cogra.evaluate(workload.query, table.slice(0, 20_000))
+    started = time.perf_counter()
+    cogra.evaluate(workload.query, table)
+    return time.perf_counter() - started
+
+
+def measure(spark: "SparkSession", master: str, workload: Workload, path: Path,
+            repeat: int, engine_s: float) -> Measurement:
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.read_metadata(p).num_rows for p in path.glob("*.parquet"))
+    mt_s, result_rows = median_seconds(
+        lambda: match_trend_frame(spark, path, workload.query).count(), repeat)
+    pt_s, _ = median_seconds(lambda: passthrough_frame(spark, path, workload.query).count(), repeat)
+    return Measurement(master, workload.name, rows, result_rows, mt_s, pt_s, engine_s)
+
+
+def start(master: str, partitions: int, coalesce: bool, driver_memory: str) -> "SparkSession":
+    from cogra.spark import session
+
+    spark = session(app_name="cogra-throughput", master=master, **{
+        "spark.sql.shuffle.partitions": str(partitions),
+        "spark.sql.adaptive.coalescePartitions.enabled": str(coalesce).lower(),
+        "spark.driver.memory": driver_memory,
+        "spark.python.worker.reuse": "true",
+    })
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def report(results: Sequence[Measurement], out=sys.stdout) -> None:
+    print(f"\n{'master':9s} {'query':12s} {'input rows':>11s} {'result rows':>11s} "
+          f"{'engine rows/s':>14s} {'MATCH_TREND rows/s':>19s} {'pass-through rows/s':>20s} "
+          f"{'ratio':>6s}", file=out)
+    for m in results:
+        print(f"{m.master:9s} {m.workload:12s} {m.rows:>11,} {m.result_rows:>11,} "
+              f"{m.engine_rate:>14,.0f} {m.match_trend_rate:>19,.0f} {m.passthrough_rate:>20,.0f} "
+              f"{m.ratio:>6.3f}", file=out)
+    by = {(m.master, m.workload): m for m in results}
+    masters = list(dict.fromkeys(m.master for m in results))
+    if len(masters) >= 2:
+        a, b = masters[0], masters[-1]
+        print(f"\nspeed-up {a} -> {b} (MATCH_TREND rows/s; pass-through in parentheses):", file=out)
+        for name in dict.fromkeys(m.workload for m in results):
+            if (a, name) in by and (b, name) in by:
+                x, y = by[a, name], by[b, name]
+                print(f"  {name:12s} {y.match_trend_rate / x.match_trend_rate:5.2f}x "
+                      f"({y.passthrough_rate / x.passthrough_rate:.2f}x)", file=out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    known = workloads()
+    parser = argparse.ArgumentParser(prog="python -m cogra.spark.throughput",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--queries", nargs="+", default=list(known), choices=list(known))
+    parser.add_argument("--events", type=int, default=None,
+                        help="input rows for every query (default: per query, see workloads())")
+    parser.add_argument("--masters", nargs="+", default=["local[1]", "local[2]"])
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per measurement")
+    parser.add_argument("--partitions", type=int, default=8, help="spark.sql.shuffle.partitions")
+    parser.add_argument("--aqe-coalesce", action="store_true", help="let AQE coalesce partitions")
+    parser.add_argument("--driver-memory", default="4g")
+    parser.add_argument("--data-dir", type=Path, default=None, help="keep the Parquet inputs here")
+    ns = parser.parse_args(argv)
+
+    from cogra.spark.sqlrun import quiet_pyspark
+
+    quiet_pyspark()
+    results: list[Measurement] = []
+    with tempfile.TemporaryDirectory(prefix="cogra-throughput-") as tmp:
+        root = ns.data_dir or Path(tmp)
+        paths, engine = {}, {}
+        for name in ns.queries:
+            w = known[name]
+            paths[name] = write_data(w, ns.events or w.events, root)
+            engine[name] = engine_seconds(w, paths[name])
+            print(f"engine {name}: {ns.events or w.events:,} rows in {engine[name]:.2f} s", flush=True)
+        for master in ns.masters:
+            spark = start(master, ns.partitions, ns.aqe_coalesce, ns.driver_memory)
+            try:
+                for name in ns.queries:
+                    m = measure(spark, master, known[name], paths[name], ns.repeat, engine[name])
+                    results.append(m)
+                    print(f"{master} {name}: MATCH_TREND {m.match_trend_rate:,.0f} rows/s, "
+                          f"pass-through {m.passthrough_rate:,.0f} rows/s, ratio {m.ratio:.3f}",
+                          flush=True)
+            finally:
+                spark.stop()
+    report(results)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""Real servers started by ``cogra thriftserver`` / ``cogra connect-server``, real clients.
+
+Each server runs as ``python -m cogra.spark.cli ...`` in its own process group (so the
+fixture ends the CLI, its spark-submit JVM and the JVM's Python workers together), on a
+free port, with its metastore and warehouse in a temporary directory. A watchdog kills a
+server that outlives its tests (a hung client then fails instead of hanging).
+
+Every client session creates its own table in that session and must see ``MATCH_TREND``:
+the extension applies to each session the server creates, not only the first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+from cogra import datasets  # noqa: E402
+from cogra.spark.servers import free_port, port_open  # noqa: E402
+from tests.spark.rows import evaluate_rows, same_rows, sql_literal  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+START_TIMEOUT = 240
+WATCHDOG = 600
+
+STOCK_QUERY = """RETURN sector, A.company, B.company, AVG(B.price)
+PATTERN SEQ(Stock A+, Stock B+)
+WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price
+GROUP-BY sector, A.company, B.company
+WITHIN 10 minutes SLIDE 10 seconds"""
+
+# The README's first example: 43 trends under skip-till-any-match.
+README_VALUES = ", ".join(f"('{t}', {i + 1})" for i, t in enumerate("ABAACBAB"))
+README_VIEW = f"CREATE TEMPORARY VIEW readme AS SELECT * FROM VALUES {README_VALUES} AS t(type, time)"
+README_QUERY = "RETURN COUNT(*) PATTERN (SEQ(A+, B))+ SEMANTICS any"
+README_SQL = f"SELECT * FROM MATCH_TREND(TABLE(readme), {sql_literal(README_QUERY)})"
+
+BAD_QUERY = "RETURN COUNT(*)\nPATTERN Stock A+\nWHERE C.price > 1"
+BAD_SQL = f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(BAD_QUERY)})"
+
+
+class RunningServer:
+    """A ``cogra`` server subprocess: its URL parts, its log, and how to end it."""
+
+    def __init__(self, command: str, workdir: Path):
+        self.host = "127.0.0.1"
+        self.port = free_port(self.host)
+        self.log_path = workdir / f"{command}.log"
+        self.log = open(self.log_path, "wb")
+        cmd = [sys.executable, "-m", "cogra.spark.cli", command, "--host", self.host,
+               "--port", str(self.port), "--master", "local[2]", "--work-dir", str(workdir),
+               "--conf", "spark.driver.memory=1g", "--conf", "spark.sql.shuffle.partitions=2"]
+        self.proc = subprocess.Popen(cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.watchdog = threading.Timer(WATCHDOG, self.kill)
+        self.watchdog.daemon = True
+        self.watchdog.start()
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if "cogra: ready." in self.log_path.read_text(errors="replace") and \
+                    port_open(self.host, self.port):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"server not ready after {START_TIMEOUT} s:\n{self.log_tail()}")
+
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def kill(self) -> None:
+        """SIGTERM to the whole group (CLI, JVM, Python workers), SIGKILL what is left."""
+        for sig, grace in ((signal.SIGTERM, 45.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            deadline = time.monotonic() + grace
+            while time.monotonic() < deadline:
+                self.proc.poll()
+                if not self._group_alive():
+                    return
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self.watchdog.cancel()
+        self.kill()
+        self.proc.wait(5)
+        self.log.close()
+        assert not self._group_alive(), "server processes survived SIGKILL"
+
+
+@contextlib.contextmanager
+def server(command: str, workdir: Path):
+    running = RunningServer(command, workdir)
+    try:
+        running.wait_ready()
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def stock_parquet(tmp_path_factory) -> tuple[Path, pa.Table]:
+    table = datasets.stock(n_events=400, seed=5)
+    path = tmp_path_factory.mktemp("stock") / "stock.parquet"
+    pq.write_table(table, path)
+    return path, table
+
+
+# ---------------------------------------------------------------------------
+# the command lines (nothing started)
+# ---------------------------------------------------------------------------
+
+
+def test_server_command_lines():
+    from cogra.spark import servers
+    from cogra.spark.session import EXTENSION
+
+    thrift = servers.command(servers.ServerSpec("thrift", port=10001, conf={"spark.jars": "/x.jar"}),
+                             jar="/shim.jar")
+    assert thrift[0].endswith("/bin/spark-submit")
+    assert thrift[thrift.index("--class") + 1] == servers.THRIFT_CLASS
+    assert "spark.jars=/x.jar,/shim.jar" in thrift
+    assert f"spark.sql.extensions={EXTENSION}" in thrift
+    assert f"spark.pyspark.python={sys.executable}" in thrift
+    assert thrift[-4:] == ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
+                           "--hiveconf", "hive.server2.thrift.port=10001"]
+    connect = servers.command(servers.ServerSpec("connect", host="0.0.0.0", port=15003), jar="/shim.jar")
+    assert connect[connect.index("--class") + 1] == servers.CONNECT_CLASS
+    assert "spark.connect.grpc.binding.address=0.0.0.0" in connect
+    assert "spark.connect.grpc.binding.port=15003" in connect
+    assert servers.ServerSpec("thrift", port=1).url == "jdbc:hive2://127.0.0.1:1/default"
+    with pytest.raises(ValueError, match="port"):
+        servers.command(servers.ServerSpec("connect", port=0), jar="/shim.jar")
+
+
+# ---------------------------------------------------------------------------
+# Thrift (JDBC/ODBC) server, queried with PyHive
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="class")
+def thrift(tmp_path_factory):
+    with server("thriftserver", tmp_path_factory.mktemp("thrift")) as running:
+        yield running
+
+
+def hive_cursor(thrift):
+    from pyhive import hive
+
+    connection = hive.connect(host=thrift.host, port=thrift.port, auth="NONE", username="cogra")
+    return connection, connection.cursor()
+
+
+class TestThriftServer:
+    """One Thrift server for these tests (stopped before the Connect server starts)."""
+
+    def test_thrift_server_runs_match_trend(self, thrift, stock_parquet):
+        path, table = stock_parquet
+        connection, cursor = hive_cursor(thrift)
+        try:
+            cursor.execute(f"CREATE TEMPORARY VIEW stock USING parquet OPTIONS (path '{path}')")
+            cursor.execute(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(STOCK_QUERY)})")
+            names, want = evaluate_rows(STOCK_QUERY, table)
+            assert [d[0] for d in cursor.description] == names
+            got = cursor.fetchall()
+            assert got and same_rows(got, want)
+
+            cursor.execute(README_VIEW)
+            cursor.execute(README_SQL)
+            assert cursor.fetchall() == [(43,)]
+        finally:
+            connection.close()
+
+    def test_thrift_every_session_has_match_trend(self, thrift):
+        """A second connection is a new Spark session: the first one's views are gone, and
+        MATCH_TREND is there all the same."""
+        first, c1 = hive_cursor(thrift)
+        second, c2 = hive_cursor(thrift)
+        try:
+            c1.execute(README_VIEW)
+            with pytest.raises(Exception, match="readme"):
+                c2.execute("SELECT * FROM readme")
+            c2.execute(README_VIEW)
+            c2.execute(README_SQL)
+            assert c2.fetchall() == [(43,)]
+        finally:
+            first.close()
+            second.close()
+
+    def test_thrift_error_names_line_and_column(self, thrift, stock_parquet):
+        path, _ = stock_parquet
+        connection, cursor = hive_cursor(thrift)
+        try:
+            cursor.execute(f"CREATE TEMPORARY VIEW stock USING parquet OPTIONS (path '{path}')")
+            with pytest.raises(Exception) as info:
+                cursor.execute(BAD_SQL)
+            assert "line 3, column 7: unknown variable C (the pattern binds A)" in str(info.value)
+        finally:
+            connection.close()
+
+
+# ---------------------------------------------------------------------------
+# Spark Connect server, queried with pyspark.sql.connect
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="class")
+def connect(tmp_path_factory):
+    # Creating a Connect session sets SPARK_CONNECT_MODE_ENABLED in os.environ, which turns
+    # the rest of this process's pyspark into Connect mode; restore it afterwards.
+    with pytest.MonkeyPatch.context() as mp:
+        for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
+            mp.setenv(name, "")  # records the current state, restored on exit
+            mp.delenv(name)
+        with server("connect-server", tmp_path_factory.mktemp("connect")) as running:
+            running.url = f"sc://{running.host}:{running.port}"
+            yield running
+
+
+@pytest.fixture()
+def remote(connect):
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.builder.remote(connect.url).create()
+    yield spark
+    spark.stop()
+
+
+class TestConnectServer:
+    """One Spark Connect server for these tests."""
+
+    def test_connect_server_runs_match_trend(self, remote, stock_parquet):
+        from cogra.spark import has_extension, match_trend
+
+        path, table = stock_parquet
+        assert type(remote).__module__.startswith("pyspark.sql.connect")
+        remote.read.parquet(str(path)).createOrReplaceTempView("stock")
+        names, want = evaluate_rows(STOCK_QUERY, table)
+        df = remote.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(STOCK_QUERY)})")
+        assert df.columns == names
+        got = [tuple(r) for r in df.collect()]
+        assert got and same_rows(got, want)
+
+        assert has_extension(remote)  # so match_trend uses the server's shim
+        got = [tuple(r) for r in match_trend(remote.table("stock"), STOCK_QUERY).collect()]
+        assert same_rows(got, want)
+
+    def test_connect_every_session_has_match_trend(self, connect, remote):
+        from pyspark.sql import SparkSession
+
+        remote.sql(README_VIEW)
+        other = SparkSession.builder.remote(connect.url).create()
+        try:
+            with pytest.raises(Exception, match="readme"):
+                other.sql("SELECT * FROM readme").collect()
+            events = pa.table({"type": list("ABAACBAB"), "time": list(range(1, 9))})
+            other.createDataFrame(events).createOrReplaceTempView("readme")
+            assert [tuple(r) for r in other.sql(README_SQL).collect()] == [(43,)]
+        finally:
+            other.stop()
+
+    def test_connect_error_names_line_and_column(self, remote, stock_parquet):
+        path, _ = stock_parquet
+        remote.read.parquet(str(path)).createOrReplaceTempView("stock")
+        with pytest.raises(Exception) as info:
+            remote.sql(BAD_SQL).collect()
+        assert "line 3, column 7: unknown variable C (the pattern binds A)" in str(info.value)
+
+    def test_cogra_sql_remote(self, connect, capsys):
+        from cogra import cli
+        from cogra.spark import cli as spark_cli  # noqa: F401 - registers `sql`
+
+        assert cli.main(["sql", "--remote", connect.url, f"{README_VIEW}; {README_SQL}"]) == 0
+        out = capsys.readouterr().out
+        assert "OK (" in out and "  43" in out
