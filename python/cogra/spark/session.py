@@ -65,7 +65,17 @@ def configure(builder: Any, *, jar: str | None = None) -> Any:
     )
     if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
         builder = builder.config("spark.pyspark.python", sys.executable)
+        # pyspark's own Python UDFs/UDTFs (register()) read PYSPARK_PYTHON, not the conf.
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     return builder
+
+
+def _use_this_python(spark: Any) -> None:
+    """Python UDTF workers must import cogra: run them with this interpreter unless the
+    user chose one (pyspark defaults to whatever ``python3`` is on PATH)."""
+    sc = getattr(spark, "sparkContext", None)
+    if sc is not None and not os.environ.get("PYSPARK_PYTHON") and sc.pythonExec == "python3":
+        sc.pythonExec = sys.executable
 
 
 def session(app_name: str = "cogra", master: str = "local[*]", **conf: Any) -> "SparkSession":
@@ -136,6 +146,7 @@ def register(spark: "SparkSession", name: str = FUNCTION_NAME) -> Any:
 
     The overflow policy follows ``spark.sql.ansi.enabled`` at registration time.
     """
+    _use_this_python(spark)
     return spark.udtf.register(name, python_udtf(spark))
 
 
@@ -161,6 +172,7 @@ def match_trend(
         )
     from pyspark.sql.functions import lit
 
+    _use_this_python(spark)
     udtf = python_udtf(spark)
     return udtf(
         df.asTable(), lit(query), type_column=lit(type_column), time_column=lit(time_column)
