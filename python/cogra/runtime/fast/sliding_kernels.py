@@ -40,7 +40,7 @@ import math
 import numpy as np
 from numba import njit
 
-from cogra.runtime.fast.kernels import _add_row, _bit, _contribute_row, _reset_row
+from cogra.runtime.fast.kernels import _add_row, _batch, _bit, _contribute_row, _reset_row
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
@@ -170,63 +170,6 @@ def _compose(gi, gf, gx, gr, ge, ti, tf, tx, tr, te, oi, of, ox, orr, oe, nv, x_
         if oe[j] < 0:
             return False
     return True
-
-
-@njit(cache=True)
-def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-           prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
-           si, sf, sx, sr, bi, bf, bx, bvar):
-    """Events ``i..j-1`` (one timestamp) update one state, exactly as ``run_windows``
-    (a new trend counts ``unit`` in the float channel).  Returns whether any event
-    played a variable."""
-    nvu = np.uint64(nv)
-    fin = nv
-    nb = 0
-    extended = np.uint64(0)
-    for e in range(i, j):
-        bits = plays[e]
-        if bits == 0:
-            continue
-        okb = pair_ok[e]
-        for v in range(nv):
-            if _bit(bits, v) == 0:
-                continue
-            _reset_row(bi, bf, bx, nb, x_is_min)
-            alive = False
-            if _bit(start_bits, v):
-                bi[nb, 0] = 1
-                bf[nb, 0] = unit
-                alive = True
-            for p in range(pred_ptr[v], pred_ptr[v + 1]):
-                u = pred_idx[p]
-                if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
-                    continue
-                extended |= _ONE << np.uint64(u)
-                if sr[u]:
-                    _add_row(bi, bf, bx, nb, si, sf, sx, u, x_is_min)
-                    alive = True
-            if alive:
-                _contribute_row(bi, bf, bx, nb, prog, op_ptr[v], op_ptr[v + 1],
-                                rows[e], a_int, a_flt, a_valid, a_key)
-                bvar[nb] = v
-                nb += 1
-    if mode == 2:
-        for r in range(nv):
-            _reset_row(si, sf, sx, r, x_is_min)
-            sr[r] = False
-    elif mode == 1:
-        for u in range(nv):
-            if _bit(extended, u):
-                _reset_row(si, sf, sx, u, x_is_min)
-                sr[u] = False
-    for k in range(nb):
-        v = bvar[k]
-        _add_row(si, sf, sx, v, bi, bf, bx, k, x_is_min)
-        sr[v] = True
-        if mode != 0 and _bit(final_bits, v):
-            _add_row(si, sf, sx, fin, bi, bf, bx, k, x_is_min)
-            sr[fin] = True
-    return nb > 0
 
 
 @njit(cache=True)
