@@ -40,7 +40,7 @@ import math
 import numpy as np
 from numba import njit
 
-from cogra.runtime.fast.kernels import _add_row, _batch, _bit, _contribute_row, _reset_row
+from cogra.runtime.fast.kernels import _add_row, _batch, _bit, _reset_row
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
