@@ -185,10 +185,11 @@ class AttributeValues:
     floats and decimals) or None for NULL and non-finite floats.
     """
 
-    def __init__(self, table: pa.Table, attributes: Sequence[str]):
+    def __init__(self, table: pa.Table, attributes: Sequence[str],
+                 scales: dict[str, int] | None = None):
         self.raw: dict[str, list] = {}
         self.exact: dict[str, list] = {}
-        self.scale = attribute_scales(table, attributes)
+        self.scale = scales if scales is not None else attribute_scales(table, attributes)
         for attr in attributes:
             col = table.column(attr)
             raw = col.to_pylist()

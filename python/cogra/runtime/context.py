@@ -10,7 +10,7 @@ may play nothing is still passed, because under ``contiguous`` it breaks trends.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
@@ -81,6 +81,3 @@ class ExecContext:
     def __post_init__(self) -> None:
         self.start_vars = self.automaton.start
 
-
-def nonzero(vec: Sequence) -> bool:
-    return vec[0] != 0

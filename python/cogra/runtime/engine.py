@@ -163,7 +163,7 @@ class Engine:
 
     @cached_property
     def values(self) -> AttributeValues:
-        return AttributeValues(self.table, self.layout.attributes)
+        return AttributeValues(self.table, self.layout.attributes, self.scales)
 
     @cached_property
     def ctx(self) -> ExecContext:

@@ -199,6 +199,3 @@ def _magnitude(value: Any) -> str:
     digits = len(str(abs(frac.numerator))) - len(str(frac.denominator))
     return f"about 10^{max(digits, 0)}"
 
-
-def empty_like(query: Query, schema: pa.Schema, time_type: pa.DataType) -> pa.Table:
-    return build_table(query, schema, [], time_type=time_type)

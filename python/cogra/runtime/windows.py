@@ -48,9 +48,6 @@ class WindowSpec:
             ks.update(range(math.floor((ft - self.size) / self.step) + 1, math.floor(ft / self.step) + 1))
         return [(k * self.step, k * self.step + self.size) for k in sorted(ks)]
 
-    def bounds(self, window: tuple[Fraction, Fraction] | None) -> tuple | None:
-        return window
-
 
 def is_integral(spec: WindowSpec, time_type: pa.DataType) -> bool:
     """Whether windows can be enumerated in int64 (integer or timestamp time, whole sizes)."""

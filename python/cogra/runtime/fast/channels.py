@@ -27,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 import pyarrow as pa
 
-from cogra.runtime.aggregates import ADD, MAX, MIN, Layout
+from cogra.runtime.aggregates import MAX, MIN, Layout
 
 # Op codes of a variable's contribution program (see kernels.apply_contributions).
 OP_CNT, OP_SUM_INT, OP_SUM_FLOAT, OP_NN, OP_MIN, OP_MAX = range(6)

@@ -10,7 +10,7 @@ cannot prove exact comes back :data:`UNDECIDED` and is re-run in Python.
 
 from __future__ import annotations
 
-import math
+from functools import cached_property
 from typing import Any, Callable
 
 import numpy as np
@@ -25,7 +25,6 @@ from cogra.runtime.fast.channels import (
     UNDECIDED,
     Unsupported,
     channel_layout,
-    decode,
     float_from_key,
     float_key,
     floats_from_keys,
@@ -240,16 +239,9 @@ class FastExecutor:
         return decode_many(c, self.engine.layout, out_i, out_f, out_x, out_e, out_r,
                            self.x_decoders, self.engine.scales, self.x_vectorised)
 
-    def _specialized(self, n_events, lo, hi):
-        """A generated kernel and its rescale bound, when it pays off and is safe."""
-        if self.kept or n_events < SPECIALIZE_MIN_EVENTS or len(lo) == 0:
-            return None
-        from cogra.runtime.fast.codegen import Shape, kernel_for
-
-        # Trend counts are watched against a bound such that no slot can reach inf
-        # before the next check: sums are at most count * window * max|x|, and one batch
-        # multiplies counts by at most 1 + window * nv.
-        window = float(max(1, int((hi - lo).max())))
+    @cached_property
+    def _largest_summed(self) -> float:
+        """max(1, |x|) over every summed value as the kernels hold it (table-wide, once)."""
         summed = [j for j, attr in enumerate(self.chan.attributes)
                   if any(s.attribute == attr.removesuffix(SPLIT_SUFFIX) and s.role == "sum"
                          for s in self.engine.layout.slots)]
@@ -263,6 +255,19 @@ class FastExecutor:
             vals = np.abs(source[self.a_valid[j]])
             if vals.size:
                 biggest = max(biggest, float(vals.max()))
+        return biggest
+
+    def _specialized(self, n_events, lo, hi):
+        """A generated kernel and its rescale bound, when it pays off and is safe."""
+        if self.kept or n_events < SPECIALIZE_MIN_EVENTS or len(lo) == 0:
+            return None
+        from cogra.runtime.fast.codegen import Shape, kernel_for
+
+        # Trend counts are watched against a bound such that no slot can reach inf
+        # before the next check: sums are at most count * window * max|x|, and one batch
+        # multiplies counts by at most 1 + window * nv.
+        window = float(max(1, int((hi - lo).max())))
+        biggest = self._largest_summed
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
         if not bound > 2.0**620:
             return None

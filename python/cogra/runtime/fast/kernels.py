@@ -256,7 +256,6 @@ def run_windows(
     bf = np.zeros((max_batch, n_f), np.float64)
     bx = np.zeros((max_batch, n_x), np.int64)
     bvar = np.zeros(max_batch, np.int64)
-    nvu = np.uint64(nv)
     for w in range(win_lo.shape[0]):
         for r in range(nv + 1):
             _reset_row(si, sf, sx, r, x_is_min)
