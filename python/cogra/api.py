@@ -13,7 +13,7 @@ from cogra.analysis.plan import Plan
 from cogra.errors import CograDataWarning
 from cogra.language.ast import Aggregate, AttrRef, Query, Semantics
 from cogra.runtime.engine import Engine
-from cogra.runtime.output import ON_OVERFLOW, build_table, result_type, window_type
+from cogra.runtime.output import ON_OVERFLOW, result_type, window_type
 
 
 def parse(query: str | Query) -> Query:
@@ -92,7 +92,6 @@ def evaluate(
     table = as_table(events)
     p = plan(query, table.schema, type_column=type_column, time_column=time_column)
     engine = Engine(p, table, fast=compiled)
-    rows = engine.run()
     counters = engine.counters
     skipped = counters["rows_null_time"] + counters["rows_null_type"]
     if skipped:
@@ -102,10 +101,8 @@ def evaluate(
             CograDataWarning,
             stacklevel=2,
         )
-    return build_table(
-        p.bound.query, table.schema, rows, time_type=p.bound.time_type, on_overflow=on_overflow,
-        metadata={f"cogra.{k}": v for k, v in counters.items()},
-    )
+    return engine.result_table(on_overflow=on_overflow,
+                               metadata={f"cogra.{k}": v for k, v in counters.items()})
 
 
 def result_schema(query: str | Query, input_schema: pa.Schema, *,

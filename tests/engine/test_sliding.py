@@ -191,8 +191,8 @@ def test_huge_counts_are_rescaled(monkeypatch) -> None:
     from cogra.runtime.fast.executor import FastExecutor
 
     direct_runs = []
-    real = FastExecutor.run
-    monkeypatch.setattr(FastExecutor, "run", lambda self, *a: direct_runs.append(1) or real(self, *a))
+    real = FastExecutor.run_raw
+    monkeypatch.setattr(FastExecutor, "run_raw", lambda self, *a: direct_runs.append(1) or real(self, *a))
     n = 1200
     table = pa.table({"type": ["A"] * n, "time": pa.array(range(n), pa.int64()),
                       "v": pa.array([i % 7 for i in range(n)], pa.int64())})

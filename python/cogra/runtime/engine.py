@@ -34,7 +34,7 @@ from cogra.language.ast import AttrRef
 from cogra.runtime import mixed_grained, next_cont, type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
-from cogra.runtime.output import ResultRow
+from cogra.runtime.output import ResultRow, build_table
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
 Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
@@ -86,13 +86,59 @@ def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.nda
     representative row per code (to read the key's values back)."""
     if not names:
         return np.zeros(table.num_rows, np.int64), np.zeros(min(1, table.num_rows), np.int64)
-    parts = []
+    combined = np.zeros(table.num_rows, np.int64)
+    radix = 1
     for name in names:
         enc = pc.dictionary_encode(table.column(name).combine_chunks())
-        parts.append(pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64))
-    stacked = np.stack(parts, axis=1)
-    uniq, first, inverse = np.unique(stacked, axis=0, return_index=True, return_inverse=True)
-    return inverse.reshape(-1).astype(np.int64), first.astype(np.int64)
+        codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+        width = len(enc.dictionary) + 1  # 0 is NULL
+        if radix * width >= 2**62:  # too many combinations for one int64: compact first
+            combined = np.unique(combined, return_inverse=True)[1].reshape(-1).astype(np.int64)
+            radix = int(combined.max(initial=0)) + 1
+        combined = combined * width + codes
+        radix *= width
+    # Dense codes 0..k-1 (in order of the combined dictionary codes), and the first row per code.
+    seen = np.full(radix, -1, np.int64) if radix <= 4 * table.num_rows + 64 else None
+    if seen is None:
+        uniq, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64), first.astype(np.int64)
+    rows = np.arange(table.num_rows, dtype=np.int64)
+    seen[combined[::-1]] = rows[::-1]  # the last write per code is its first row
+    present = np.flatnonzero(seen >= 0)
+    dense = np.full(radix, -1, np.int64)
+    dense[present] = np.arange(len(present))
+    return dense[combined], seen[present]
+
+
+def _stable_order(codes: np.ndarray, k: int) -> np.ndarray:
+    """``np.argsort(codes, kind="stable")`` for dense codes ``0..k-1``."""
+    if len(codes) < 2 or k <= 1:
+        return np.arange(len(codes), dtype=np.int64)
+    return np.argsort(codes.astype(np.int32 if k < 2**31 else np.int64), kind="stable")
+
+
+@dataclass
+class Windows:
+    """The windows to evaluate: window ``w`` of segment ``seg[w]`` holds events ``lo[w]:hi[w]``.
+
+    Integral windows (and the single window without WITHIN) have int64 ``start`` values
+    and ``size`` (None without WITHIN); fractional ones have ``exact_bounds`` instead.
+    """
+
+    seg: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    start: np.ndarray | None = None
+    size: int | None = None
+    exact_bounds: list | None = None
+
+    def bounds(self) -> list:
+        """``(start, end)`` per window (None without WITHIN), as ResultRow wants them."""
+        if self.exact_bounds is not None:
+            return self.exact_bounds
+        if self.size is None:
+            return [None] * len(self.seg)
+        return [(s, s + self.size) for s in self.start.tolist()]
 
 
 @dataclass
@@ -209,7 +255,7 @@ class Engine:
         for v, mask in enumerate(self.plays_mask):
             bits_all |= mask.astype(np.uint64) << np.uint64(v)
         pid, pid_rep = key_codes(self.table, b.plain_keys)
-        order = np.argsort(pid, kind="stable")
+        order = _stable_order(pid, len(pid_rep))
         pid_sorted = pid[order]
         bounds = np.flatnonzero(np.diff(pid_sorted)) + 1
         starts = np.concatenate([[0], bounds]).astype(np.int64)
@@ -269,18 +315,14 @@ class Engine:
         return tuple(out)
 
     # -- windows --------------------------------------------------------------------------
-    def window_ranges(self, subs: SubStreams) -> tuple[np.ndarray, list, np.ndarray, np.ndarray]:
-        """``(segment, bounds, lo, hi)`` of every window holding an active event."""
+    def window_ranges(self, subs: SubStreams) -> "Windows":
+        """Every window of every sub-stream that holds an active event."""
         active = subs.bits != 0
         times = self.time_np[subs.rows]
         if is_integral(self.windows, self.bound.time_type):
             seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows)
-            if self.windows.size is None:
-                bounds: list = [None] * len(seg)
-            else:
-                size = int(self.windows.size)
-                bounds = [(int(s), int(s) + size) for s in start.tolist()]
-            return seg, bounds, lo, hi
+            size = None if self.windows.size is None else int(self.windows.size)
+            return Windows(seg, lo, hi, start=start, size=size)
         # Fractional windows or float times: exact arithmetic in Python.
         segs, bounds, los, his = [], [], [], []
         exact = self.times
@@ -294,7 +336,7 @@ class Engine:
                 los.append(a + bisect.bisect_left(sub_times, window[0]))
                 his.append(a + bisect.bisect_left(sub_times, window[1]))
         as_i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
-        return as_i64(segs), bounds, as_i64(los), as_i64(his)
+        return Windows(as_i64(segs), as_i64(los), as_i64(his), exact_bounds=bounds)
 
     # -- evaluation -------------------------------------------------------------------------
     def _python_state(self, subs: SubStreams, lo: int, hi: int) -> list | None:
@@ -317,45 +359,94 @@ class Engine:
             i = j
         return runner(batches, self.ctx)
 
-    def run(self) -> list[ResultRow]:
+    def result_table(self, *, on_overflow: str = "error", metadata: dict | None = None) -> pa.Table:
+        """The typed result (see :func:`cogra.runtime.output.build_table`).
+
+        Where the compiled kernels ran and the output allows it, the kernels' channels
+        become Arrow columns directly (:mod:`cogra.runtime.fast.finish`), without a Python
+        object per row; otherwise rows go through :meth:`run` and ``build_table``.
+        """
         subs = self.substreams()
-        seg, bounds, lo, hi = self.window_ranges(subs)
-        self.stats["windows"] = len(seg)
-        states: list[Any] = [None] * len(seg)
-        pending = range(len(seg))
+        wins = self.window_ranges(subs)
+        fast, out = self._run_kernels(subs, wins)
+        if fast is not None and out is not None:
+            from cogra.runtime.fast import finish
+
+            if finish.applies(self, fast, wins):
+                table = finish.result_table(self, fast, subs, wins, out, on_overflow=on_overflow,
+                                            metadata=metadata)
+                if table is not None:
+                    return table  # else an overflow to report: the row path words it
+        return build_table(self.bound.query, self.bound.schema, self._rows(subs, wins, fast, out),
+                           time_type=self.bound.time_type, on_overflow=on_overflow, metadata=metadata)
+
+    def run(self) -> list[ResultRow]:
+        """Exact result rows (unordered, untyped) of every (window, group)."""
+        subs = self.substreams()
+        wins = self.window_ranges(subs)
+        fast, out = self._run_kernels(subs, wins)
+        return self._rows(subs, wins, fast, out)
+
+    def _run_kernels(self, subs: SubStreams, wins: "Windows"):
+        """``(fast executor, kernel output)``; ``(None, None)`` where the kernels do not apply."""
+        self.stats["windows"] = len(wins.seg)
         fast = self._fast_executor()
-        if fast is not None and len(seg):
+        if fast is None or not len(wins.seg):
+            return fast, None
+        out = None
+        if wins.start is not None:
             # -- sliding-window hook (cogra.runtime.fast.sliding): windows share their panes'
             # work when the query slides; None means it does not apply.
             from cogra.runtime.fast import sliding
 
-            states = sliding.run(fast, self, subs, seg, bounds, lo, hi)
-            if states is None:
-                states = fast.run(subs, lo, hi)
-            # -- end of the sliding-window hook
+            out = sliding.run_raw(fast, self, subs, wins.seg, wins.start, wins.lo, wins.hi)
+        if out is None:
+            out = fast.run_raw(subs, wins.lo, wins.hi)
+        return fast, out
+
+    def state_of(self, subs: SubStreams, wins: "Windows", w: int, fast: Any, out: Any) -> list | None:
+        """Window ``w``'s exact state: decoded from the kernel, or re-run in Python."""
+        if fast is not None and out is not None:
+            from cogra.runtime.fast.channels import decode
+
+            if not out.r[w]:
+                return None
+            state = decode(fast.chan, self.layout, out.i[w], out.f[w], out.x[w], int(out.e[w]),
+                           fast.x_decoders, self.scales)
+            if state is not fast.UNDECIDED:
+                return state
+        self.stats["windows_exact"] += 1
+        return self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]))
+
+    def _rows(self, subs: SubStreams, wins: "Windows", fast: Any, out: Any) -> list[ResultRow]:
+        n = len(wins.seg)
+        if fast is not None and out is not None:
+            states = fast.decode(out)
             pending = [w for w, st in enumerate(states) if st is fast.UNDECIDED]
-            self.stats["windows_fast"] = len(seg) - len(pending)
+            self.stats["windows_fast"] = n - len(pending)
+        else:
+            states, pending = [None] * n, range(n)
         for w in pending:
-            states[w] = self._python_state(subs, int(lo[w]), int(hi[w]))
-        self.stats["windows_exact"] = len(pending) if fast is not None else len(seg)
+            states[w] = self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]))
+        self.stats["windows_exact"] = len(pending)
+        bounds = wins.bounds()
         merged: dict[tuple, list] = {}
         for w, state in enumerate(states):
             if state is None:
                 continue
-            key = (bounds[w], subs.groups[int(seg[w])])
+            key = (bounds[w], subs.groups[int(wins.seg[w])])
             if key in merged:
                 self.layout.add_into(merged[key], state)
             else:
                 merged[key] = state
-        group_pos = self._group_item_positions()
-        results = []
-        for (window, group), state in merged.items():
-            values = list(self.layout.finalize(state, self.scales))
-            for i, g in zip(group_pos, group):
-                if i >= 0:
-                    values[i] = g
-            results.append(ResultRow(window, tuple(values), group))
-        return results
+        return [self.result_row(window, group, state) for (window, group), state in merged.items()]
+
+    def result_row(self, window: Any, group: tuple, state: list) -> ResultRow:
+        values = list(self.layout.finalize(state, self.scales))
+        for i, g in zip(self.group_item_positions, group):
+            if i >= 0:
+                values[i] = g
+        return ResultRow(window, tuple(values), group)
 
     @cached_property
     def scales(self) -> dict[str, int]:
@@ -376,7 +467,8 @@ class Engine:
             self.stats["fast_unsupported"] = str(why)
             return None
 
-    def _group_item_positions(self) -> list[int]:
+    @cached_property
+    def group_item_positions(self) -> list[int]:
         """Positions of RETURN grouping items, in GROUP-BY order of their attribute."""
         q = self.bound.query
         pos = []
@@ -387,4 +479,4 @@ class Engine:
         return pos
 
 
-__all__ = ["Engine", "numpy_column", "key_codes", "SubStreams", "ROLE_NEXT"]
+__all__ = ["Engine", "numpy_column", "key_codes", "SubStreams", "Windows", "ROLE_NEXT"]

@@ -124,6 +124,26 @@ def window_type(query: Query, time_type: pa.DataType) -> pa.DataType:
     return pa.int64() if integral else pa.float64()
 
 
+def order(v: Any) -> tuple:
+    """Sort key of one value: NULL first, NaN last (as Spark orders ascending)."""
+    if v is None:
+        return (0, 0)
+    if isinstance(v, float) and v != v:
+        return (2, 0)
+    return (1, v)
+
+
+def table_schema(query: Query, schema: pa.Schema, time_type: pa.DataType,
+                 metadata: dict[str, str] | None = None) -> pa.Schema:
+    """RETURN items in order, then window_start/window_end under WITHIN."""
+    fields = [pa.field(item.name, result_type(item, schema)) for item in query.returns]
+    if query.window is not None:
+        wtype = window_type(query, time_type)
+        fields += [pa.field("window_start", wtype), pa.field("window_end", wtype)]
+    meta = {k.encode(): str(v).encode() for k, v in (metadata or {}).items()}
+    return pa.schema(fields, metadata=meta or None)
+
+
 def build_table(
     query: Query,
     schema: pa.Schema,
@@ -142,13 +162,6 @@ def build_table(
         raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
     types = [result_type(item, schema) for item in query.returns]
     group_positions = [i for i, it in enumerate(query.returns) if isinstance(it.value, AttrRef)]
-
-    def order(v: Any) -> tuple:
-        if v is None:
-            return (0, 0)
-        if isinstance(v, float) and v != v:
-            return (2, 0)
-        return (1, v)
 
     def key(row: ResultRow) -> tuple:
         # Window, then the GROUP-BY values, then the other values: a total order that
@@ -177,16 +190,14 @@ def build_table(
                     f"{_magnitude(row.values[i])}; use on_overflow='null' (Spark: "
                     "spark.sql.ansi.enabled=false) to get NULL instead"
                 ) from None
-    fields = [pa.field(item.name, typ) for item, typ in zip(query.returns, types)]
+    out_schema = table_schema(query, schema, time_type, metadata)
     arrays = [pa.array(col, type=typ) for col, typ in zip(columns, types)]
     if query.window is not None:
-        wtype = window_type(query, time_type)
+        wtype = out_schema.field("window_start").type
         starts = [_window_bound(r.window[0], time_type) for r in ordered]  # type: ignore[index]
         ends = [_window_bound(r.window[1], time_type) for r in ordered]  # type: ignore[index]
-        fields += [pa.field("window_start", wtype), pa.field("window_end", wtype)]
         arrays += [pa.array(starts, type=wtype), pa.array(ends, type=wtype)]
-    meta = {k.encode(): str(v).encode() for k, v in (metadata or {}).items()}
-    return pa.Table.from_arrays(arrays, schema=pa.schema(fields, metadata=meta or None))
+    return pa.Table.from_arrays(arrays, schema=out_schema)
 
 
 def _magnitude(value: Any) -> str:

@@ -49,6 +49,33 @@ class Unsupported(Exception):
     """The query or data needs the exact Python path (the reason is the message)."""
 
 
+@dataclass
+class KernelOut:
+    """What a kernel writes per window: the finished-trend row of every channel.
+
+    ``i`` uint64 [w, n_i], ``f`` float64 [w, n_f] (scaled by ``2**-e``), ``x`` int64
+    [w, n_x], ``e`` int64 [w] the window's exponent, ``r`` bool [w]: whether any trend
+    finished (a window without one has no result row).
+    """
+
+    i: np.ndarray
+    f: np.ndarray
+    x: np.ndarray
+    e: np.ndarray
+    r: np.ndarray
+
+    @classmethod
+    def zeros(cls, w: int, chan: "ChannelLayout") -> "KernelOut":
+        return cls(np.zeros((w, max(1, chan.n_i)), np.uint64), np.zeros((w, max(1, chan.n_f)), np.float64),
+                   np.zeros((w, chan.n_x), np.int64), np.zeros(w, np.int64), np.zeros(w, np.bool_))
+
+    def put(self, where: np.ndarray, other: "KernelOut") -> None:
+        """Overwrite windows ``where`` with ``other``'s rows (in order)."""
+        for mine, theirs in ((self.i, other.i), (self.f, other.f), (self.x, other.x),
+                             (self.e, other.e), (self.r, other.r)):
+            mine[where] = theirs
+
+
 @dataclass(frozen=True)
 class ChannelLayout:
     n_i: int

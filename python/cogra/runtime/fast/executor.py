@@ -24,6 +24,7 @@ from cogra.runtime.fast.channels import (
     SPLIT_SUFFIX,
     UNDECIDED,
     Unsupported,
+    KernelOut,
     channel_layout,
     float_from_key,
     float_key,
@@ -136,6 +137,7 @@ class FastExecutor:
         self.a_key = np.zeros((max(1, len(attrs)), n), np.int64)
         decoders: dict[str, Callable[[int], Any]] = {}
         vectorised: dict[str, Callable[[np.ndarray], list]] = {}
+        arrow: dict[str, Callable[[np.ndarray], pa.Array]] = {}
         sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
         for j, attr in enumerate(attrs):
             if attr.endswith(SPLIT_SUFFIX):
@@ -155,6 +157,7 @@ class FastExecutor:
                 self.a_key[j] = ints
                 decoders[attr] = int
                 vectorised[attr] = lambda keys: keys.tolist()
+                arrow[attr] = (lambda tt: lambda keys: pa.array(keys, pa.int64()).cast(tt))(t)
             elif pa.types.is_floating(t):
                 flts = pc.fill_null(col, 0.0).cast(pa.float64()).to_numpy()
                 if attr in sums and not np.isfinite(flts).all():
@@ -172,6 +175,7 @@ class FastExecutor:
                 self.a_key[j] = float_key(flts)
                 decoders[attr] = float_from_key
                 vectorised[attr] = lambda keys: floats_from_keys(keys).tolist()
+                arrow[attr] = (lambda tt: lambda keys: pa.array(floats_from_keys(keys)).cast(tt))(t)
             elif attr in sums:
                 raise Unsupported(f"{attr} is {t}")
             elif pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -180,6 +184,8 @@ class FastExecutor:
                 rank = {v: i for i, v in enumerate(ordered)}
                 self.a_key[j] = np.fromiter((rank.get(v, 0) for v in col.to_pylist()), np.int64, n)
                 decoders[attr] = ordered.__getitem__
+                arrow[attr] = (lambda d: lambda keys: d.take(pa.array(keys, pa.int64())))(
+                    pa.array(ordered, type=t) if ordered else pa.array([""], type=t))
             elif pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_boolean(t):
                 storage = pa.int32() if pa.types.is_date32(t) else pa.int64()
                 if pa.types.is_boolean(t):
@@ -188,17 +194,34 @@ class FastExecutor:
                 self.a_key[j] = ints
                 decoders[attr] = bool if pa.types.is_boolean(t) else (
                     lambda tt, st: lambda k: pa.scalar(k, st).cast(tt).as_py())(t, storage)
+                if pa.types.is_boolean(t):
+                    arrow[attr] = lambda keys: pa.array(keys != 0, pa.bool_())
+                else:
+                    arrow[attr] = (lambda tt, st: lambda keys: pa.array(keys, pa.int64()).cast(st).view(tt))(
+                        t, storage)
             else:
                 raise Unsupported(f"{attr} is {t}")
         self.x_decoders = []
         self.x_vectorised = []
+        self.x_arrow = []
+        """Per MIN/MAX channel: int64 keys (never the identity) to an Arrow array of the attribute's type."""
         for slot in self.engine.layout.slots:
             if slot.kind in ("min", "max"):
                 self.x_decoders.append(decoders[slot.attribute])
                 self.x_vectorised.append(vectorised.get(slot.attribute))
+                self.x_arrow.append(arrow[slot.attribute])
 
     # -- run ----------------------------------------------------------------------------
     def run(self, subs: Any, lo: np.ndarray, hi: np.ndarray) -> list:
+        """Decoded states of windows ``[lo, hi)`` (None: no trend; UNDECIDED: re-run exactly)."""
+        return self.decode(self.run_raw(subs, lo, hi))
+
+    def decode(self, out: KernelOut) -> list:
+        return decode_many(self.chan, self.engine.layout, out.i, out.f, out.x, out.e, out.r,
+                           self.x_decoders, self.engine.scales, self.x_vectorised)
+
+    def run_raw(self, subs: Any, lo: np.ndarray, hi: np.ndarray) -> KernelOut:
+        """Run the kernel over windows ``[lo, hi)`` of ``subs``; the channels, undecoded."""
         from cogra.runtime.fast.kernels import run_windows
 
         rows = subs.rows
@@ -206,13 +229,9 @@ class FastExecutor:
         plays = subs.bits
         pair_ok = self.pair_ok[rows]
         a_int, a_flt, a_valid, a_key = self.a_int, self.a_flt, self.a_valid, self.a_key
-        w = len(lo)
         c = self.chan
-        out_i = np.zeros((w, max(1, c.n_i)), np.uint64)
-        out_f = np.zeros((w, max(1, c.n_f)), np.float64)
-        out_x = np.zeros((w, c.n_x), np.int64)
-        out_e = np.zeros(w, np.int64)
-        out_r = np.zeros(w, np.bool_)
+        out = KernelOut.zeros(len(lo), c)
+        outs = (out.i, out.f, out.x, out.e, out.r)
         common = (self.mode, times, plays, pair_ok, self.nv, self.pred_ptr, self.pred_idx,
                   self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
                   a_int, a_flt, a_valid, a_key, rows)
@@ -220,24 +239,22 @@ class FastExecutor:
         specialized = self._specialized(len(rows), lo, hi)
         if specialized is not None:
             kernel, rescale_above = specialized
-            kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi, rescale_above,
-                   out_i, out_f, out_x, out_e, out_r)
+            kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi, rescale_above, *outs)
         elif not self.kept:
             max_batch = self._max_batch(times, plays)
-            run_windows(*common, lo, hi, max_batch, out_i, out_f, out_x, out_e, out_r)
+            run_windows(*common, lo, hi, max_batch, *outs)
         else:
             from cogra.runtime.fast.mixed_kernels import run_mixed_windows
 
-            max_window = max(1, int((hi - lo).max()))
+            max_window = max(1, int((hi - lo).max())) if len(lo) else 1
             max_batch = self._max_batch(times, plays)
             run_mixed_windows(
                 *common, self.kept_bits, self.pair_of, self.pair_flags, self.m_of,
                 self.h_rank[:, rows], self.h_valid[:, rows], self.q_a[:, rows], self.q_b[:, rows],
                 self.q_eq[:, rows], self.g_valid[:, rows],
-                lo, hi, max_batch, max_window, out_i, out_f, out_x, out_e, out_r,
+                lo, hi, max_batch, max_window, *outs,
             )
-        return decode_many(c, self.engine.layout, out_i, out_f, out_x, out_e, out_r,
-                           self.x_decoders, self.engine.scales, self.x_vectorised)
+        return out
 
     @cached_property
     def _largest_summed(self) -> float:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from cogra.runtime.fast.channels import decode_many
+from cogra.runtime.fast.channels import KernelOut
 from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
@@ -48,9 +48,12 @@ def plan(fast: Any, engine: Any, lo: np.ndarray, hi: np.ndarray) -> tuple[int, i
     return slide, size // slide
 
 
-def run(fast: Any, engine: Any, subs: Any, seg: np.ndarray, bounds: list,
-        lo: np.ndarray, hi: np.ndarray) -> list | None:
-    """Decoded states of every window (as :meth:`FastExecutor.run`), or None if not applicable."""
+def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
+            lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
+    """The channels of every window (as :meth:`FastExecutor.run_raw`), or None if not applicable.
+
+    ``start`` holds each window's start (integral windows).
+    """
     shape = plan(fast, engine, lo, hi)
     if shape is None:
         return None
@@ -58,19 +61,14 @@ def run(fast: Any, engine: Any, subs: Any, seg: np.ndarray, bounds: list,
 
     slide, panes = shape
     seg = np.asarray(seg, np.int64)
-    k = np.fromiter((b[0] for b in bounds), np.int64, len(bounds)) // slide
+    k = np.asarray(start, np.int64) // slide
     # The kernel walks each segment's windows once, in order of k.
     if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
         return None
     rows = subs.rows
     times = engine.time_np[rows]
     c = fast.chan
-    w = len(seg)
-    out_i = np.zeros((w, max(1, c.n_i)), np.uint64)
-    out_f = np.zeros((w, max(1, c.n_f)), np.float64)
-    out_x = np.zeros((w, c.n_x), np.int64)
-    out_e = np.zeros(w, np.int64)
-    out_r = np.zeros(w, np.bool_)
+    out = KernelOut.zeros(len(seg), c)
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
     run_sliding(
         fast.mode, times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
@@ -78,16 +76,14 @@ def run(fast: Any, engine: Any, subs: Any, seg: np.ndarray, bounds: list,
         fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
         seg, k, lo.astype(np.int64), hi.astype(np.int64), slide, panes,
         fast._max_batch(times, subs.bits), _max_panes(times // slide, subs.seg_ptr, panes),
-        out_i, out_f, out_x, out_e, out_r, seg_done,
+        out.i, out.f, out.x, out.e, out.r, seg_done,
     )
+    # Segments whose floats turned non-finite: their rows are meaningless; the direct
+    # kernel (which rescales per window) evaluates them instead.
     redo = np.flatnonzero(~seg_done[seg])
-    out_r[redo] = False  # their rows are meaningless: never decode them
-    states = decode_many(c, engine.layout, out_i, out_f, out_x, out_e, out_r,
-                         fast.x_decoders, engine.scales, fast.x_vectorised)
     if len(redo):
-        for w_, state in zip(redo.tolist(), fast.run(subs, lo[redo], hi[redo])):
-            states[w_] = state
-    return states
+        out.put(redo, fast.run_raw(subs, lo[redo], hi[redo]))
+    return out
 
 
 def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
@@ -108,4 +104,4 @@ def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
     return max(1, min(distinct, 3 * per_window))
 
 
-__all__ = ["MIN_EVENTS_PER_WINDOW", "MIN_PANES_PER_WINDOW", "plan", "run"]
+__all__ = ["MIN_EVENTS_PER_WINDOW", "MIN_PANES_PER_WINDOW", "plan", "run_raw"]

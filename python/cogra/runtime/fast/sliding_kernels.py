@@ -281,6 +281,16 @@ def run_sliding(
             flip = win_k[w]  # forces a flip at the segment's first window
         if not seg_done[seg]:
             continue
+        if w > 0 and win_seg[w - 1] == seg and win_lo[w - 1] == win_lo[w] and win_hi[w - 1] == win_hi[w]:
+            # The same events as the previous window (sparse sub-streams slide over
+            # empty panes): the same result.  Skipping it only delays a flip, and it
+            # pushes no pane.
+            out_i[w] = out_i[w - 1]
+            out_f[w] = out_f[w - 1]
+            out_x[w] = out_x[w - 1]
+            out_e[w] = out_e[w - 1]
+            out_r[w] = out_r[w - 1]
+            continue
         k = win_k[w]
         if pos < win_lo[w]:
             pos = win_lo[w]  # skipped events lie in panes before k: in no later window

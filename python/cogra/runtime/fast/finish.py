@@ -1,0 +1,499 @@
+"""The kernels' channels to the result table, column by column.
+
+A sliding query has hundreds of windows per event group, so the result has hundreds of
+times the rows of the tumbling query.  Decoding, merging, finalising and typing each row
+as Python objects (:func:`~cogra.runtime.fast.channels.decode`,
+:meth:`Layout.finalize`, :func:`~cogra.runtime.output.build_table`) costs ~20-40 µs per
+row, far more than the kernel spends per window.  This module does the same work on
+whole arrays:
+
+1. windows without a finished trend are dropped; the others are keyed by (window
+   start, output group) and sorted as ``build_table`` sorts;
+2. every integer slot is decoded per window with the rules of
+   :func:`channels.decode`, vectorised: exact where its bound proves the residue is the
+   value, known to be huge where the approximation proves it, *undecided* otherwise;
+3. windows of one key (sub-streams that differ only in keys not in GROUP-BY) are
+   merged: exact values add exactly (as 32-bit limb pairs), huge ones as doubles,
+   MIN/MAX keys take min/max;
+4. each RETURN item becomes an Arrow array: COUNT and integer SUM as int64 (overflow ->
+   NULL), SUM of doubles correctly rounded from the exact scaled integer, AVG as the
+   correctly rounded quotient of exact sum and count (long double, certain except
+   within a hair of a rounding midpoint) or of the approximations when they are huge,
+   MIN/MAX from their keys -- the values the row path gives.
+
+A key with any undecided value goes through the row path (:meth:`Engine.state_of`:
+decode, or re-run exactly in Python) and ``build_table``; its rows are merged into the
+order.  Under ``on_overflow="error"`` an overflow makes :func:`result_table` return
+None, and the engine's row path raises the error with the exact value's magnitude.
+
+It applies to integral windows (integer or timestamp time; also no WITHIN) and
+non-decimal aggregates whose sums the kernels hold exactly (no ``fsum`` channel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from cogra.runtime.aggregates import MAX, MIN
+from cogra.runtime.fast.channels import (
+    CANCELLATION_LIMIT,
+    FITS_SIGNED,
+    FITS_UNSIGNED,
+    MAX_KEY_IDENTITY,
+    MIN_KEY_IDENTITY,
+    SPLIT_SHIFT,
+    SURELY_TOO_BIG,
+    TINY,
+    KernelOut,
+)
+from cogra.runtime.output import build_table, order, table_schema
+
+ENABLED = True
+"""Tests switch this off to run the row path on the same inputs."""
+
+TWO63 = 2.0**63
+
+
+def applies(engine: Any, fast: Any, wins: Any) -> bool:
+    if not ENABLED or wins.start is None:
+        return False
+    schema = engine.table.schema
+    for slot in engine.layout.slots:
+        if slot.attribute and pa.types.is_decimal(schema.field(slot.attribute).type):
+            return False
+    return all(entry[0] != "fsum" for entry in fast.chan.slot_map)
+
+
+# ---------------------------------------------------------------------------------------
+# Keys and merge
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Keyed:
+    """Reached windows grouped by output key, in output order."""
+
+    start: np.ndarray  # int64 window start per key
+    gid: np.ndarray  # output group id per key
+    first: np.ndarray  # per key, the index of its first window in ``windows``
+    windows: np.ndarray  # window indices sorted by key
+    key_of: np.ndarray  # per entry of ``windows``, its key
+    groups: list[tuple]  # distinct output groups, in sort order (gid = index)
+
+
+def keyed_windows(subs: Any, wins: Any, out: KernelOut) -> Keyed:
+    distinct: dict[tuple, int] = {}
+    seg_gid = np.fromiter((distinct.setdefault(g, len(distinct)) for g in subs.groups), np.int64,
+                          len(subs.groups))
+    groups = list(distinct)
+    ranked = sorted(range(len(groups)), key=lambda i: tuple(order(v) for v in groups[i]))
+    rank = np.empty(len(groups), np.int64)
+    rank[ranked] = np.arange(len(groups))
+    reached = np.flatnonzero(out.r)
+    gid = rank[seg_gid[wins.seg[reached]]] if len(groups) else np.zeros(0, np.int64)
+    start = wins.start[reached]
+    by_key = np.lexsort((gid, start))
+    windows = reached[by_key]
+    s, g = start[by_key], gid[by_key]
+    new = np.ones(len(windows), bool)
+    new[1:] = (s[1:] != s[:-1]) | (g[1:] != g[:-1])
+    first = np.flatnonzero(new)
+    return Keyed(s[first], g[first], first, windows, np.cumsum(new) - 1,
+                 [groups[i] for i in ranked])
+
+
+def merged_extremes(keyed: Keyed, out: KernelOut, x_is_min: np.ndarray) -> np.ndarray:
+    """MIN/MAX keys per output key (min/max over its windows)."""
+    w = keyed.windows
+    if len(keyed.first) == len(w):  # one window per key: nothing to merge
+        return out.x[w]
+    k, key = len(keyed.first), keyed.key_of
+    mx = np.empty((k, out.x.shape[1]), np.int64)
+    for c in range(out.x.shape[1]):
+        if x_is_min[c]:
+            mx[:, c] = MIN_KEY_IDENTITY
+            np.minimum.at(mx[:, c], key, out.x[w, c])
+        else:
+            mx[:, c] = MAX_KEY_IDENTITY
+            np.maximum.at(mx[:, c], key, out.x[w, c])
+    return mx
+
+
+# ---------------------------------------------------------------------------------------
+# Slots
+# ---------------------------------------------------------------------------------------
+
+
+LOW = np.int64((1 << SPLIT_SHIFT) - 1)
+
+
+@dataclass
+class Number:
+    """An integer slot, per window or per key.
+
+    ``exact``: the value is known exactly: ``hi * 2**32 + lo`` with ``0 <= lo < 2**32``
+    and ``|hi| < 2**61``.  ``big``: the value is known to be beyond 2**64 and
+    ``approx * 2**e`` (doubles, kept apart so that nothing overflows early) approximates
+    it.  Neither: undecided (the row path decides).
+    """
+
+    exact: np.ndarray
+    big: np.ndarray
+    hi: np.ndarray
+    lo: np.ndarray
+    approx: np.ndarray
+    e: np.ndarray
+
+    @property
+    def undecided(self) -> np.ndarray:
+        return ~(self.exact | self.big)
+
+    @property
+    def in_int64(self) -> np.ndarray:
+        """Exact and within int64 (then :meth:`int64` is the value)."""
+        return self.exact & (self.hi >= -(2**31)) & (self.hi < 2**31)
+
+    @property
+    def is_zero(self) -> np.ndarray:
+        return self.exact & (self.hi == 0) & (self.lo == 0)
+
+    def int64(self) -> np.ndarray:
+        return (np.where(self.in_int64, self.hi, 0) << np.int64(SPLIT_SHIFT)) + self.lo
+
+    def mantissa(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(m, k)`` with value ~ ``m * 2**k``: m correctly rounded where exact (k = 0),
+        the approximation where big."""
+        exact = round_to_double(np.where(self.exact, self.hi, 0), self.lo)
+        return np.where(self.exact, exact, self.approx), np.where(self.exact, 0, self.e)
+
+    def take(self, idx: np.ndarray) -> "Number":
+        return Number(self.exact[idx], self.big[idx], self.hi[idx], self.lo[idx], self.approx[idx], self.e[idx])
+
+
+def round_to_double(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """``hi * 2**32 + lo`` (``0 <= lo < 2**32``, ``|hi| < 2**62``) correctly rounded to double."""
+    neg = (hi < 0)
+    # |V| = H * 2**32 + L with 0 <= L < 2**32.
+    H = np.where(neg, np.where(lo > 0, -hi - 1, -hi), hi)
+    L = np.where(neg & (lo > 0), (1 << SPLIT_SHIFT) - lo, lo)
+    out = H.astype(np.float64) * 2.0**SPLIT_SHIFT + L.astype(np.float64)  # exact when H < 2**21
+    wide = H >= (1 << 21)
+    if wide.any():
+        h, l = H[wide], L[wide]
+        bits = np.frexp(h.astype(np.float64))[1].astype(np.int64)  # bit length, maybe one too many
+        bits -= (np.left_shift(np.int64(1), bits - 1) > h).astype(np.int64)
+        s = bits - 21  # bits dropped from V (which has bits + 32 > 53 bits)
+        q = np.empty_like(h)
+        rem = np.empty_like(h)
+        small = s <= SPLIT_SHIFT
+        ss = s[small]
+        q[small] = (h[small] << (SPLIT_SHIFT - ss)) | (l[small] >> ss)
+        rem[small] = l[small] & ((np.int64(1) << ss) - 1)
+        sb = s[~small] - SPLIT_SHIFT
+        q[~small] = h[~small] >> sb
+        rem[~small] = ((h[~small] & ((np.int64(1) << sb) - 1)) << SPLIT_SHIFT) | l[~small]
+        half = np.int64(1) << (s - 1)
+        q += ((rem > half) | ((rem == half) & ((q & 1) == 1))).astype(np.int64)
+        out[wide] = np.ldexp(q.astype(np.float64), s)
+    return np.where(neg, -out, out)
+
+
+LONG_EPS = float(np.finfo(np.longdouble).eps)
+
+
+def exact_ratio(hi: np.ndarray, lo: np.ndarray, n_hi: np.ndarray, n_lo: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """``(hi * 2**32 + lo) / (n_hi * 2**32 + n_lo)`` correctly rounded to double, and where that is certain.
+
+    The quotient is formed in long double (x86: 64-bit mantissa), within ~2 long-double
+    ulps of the true value; its rounding to double is certain unless it lies that close to
+    a midpoint between two doubles (about 1 in 500 values, and exact ties), which are
+    left to the caller's exact path.  Where long double is plain double nothing is certain.
+    """
+    ld = np.longdouble
+    v = hi.astype(ld) * ld(2.0**SPLIT_SHIFT) + lo.astype(ld)
+    q_ld = v / (n_hi.astype(ld) * ld(2.0**SPLIT_SHIFT) + n_lo.astype(ld))
+    q = q_ld.astype(np.float64)
+    up, down = np.nextafter(q, np.inf), np.nextafter(q, -np.inf)
+    mid_up = (q.astype(ld) + up.astype(ld)) / 2
+    mid_down = (q.astype(ld) + down.astype(ld)) / 2
+    margin = 8 * LONG_EPS * np.abs(q_ld)
+    sure = (q_ld - mid_down > margin) & (mid_up - q_ld > margin) & (LONG_EPS < 2.0**-60)
+    return q, sure & np.isfinite(q)
+
+
+def _exact_parts(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int64 ``v`` as ``(hi, lo)`` with ``v = hi * 2**32 + lo``, ``0 <= lo < 2**32``."""
+    return v >> np.int64(SPLIT_SHIFT), v & LOW
+
+
+RESOLVABLE = 2.0**61 / 1e-6
+"""A limb whose |x|-bound is below this is known exactly from its residue: its double
+approximation is within 1e-6 of the bound (the margin FITS_* rely on too), below
+2**61, so it names the multiple of 2**64 to add to the residue."""
+
+
+def _limb(out: KernelOut, ii: int, fi: int, bi: int, unsigned: bool):
+    """One modular channel as ``(known, hi, lo)``: value = hi * 2**32 + lo where known."""
+    e = out.e
+    with np.errstate(over="ignore", invalid="ignore"):
+        bound = np.ldexp(out.f[:, bi], e)
+        approx = np.ldexp(out.f[:, fi], e)
+    r = out.i[:, ii]
+    if unsigned:
+        hi, lo = (r >> np.uint64(SPLIT_SHIFT)).astype(np.int64), (r & np.uint64(LOW)).astype(np.int64)
+        r_float = r.astype(np.float64)
+    else:
+        hi, lo = _exact_parts(r.view(np.int64))
+        r_float = r.view(np.int64).astype(np.float64)
+    fits = FITS_UNSIGNED if unsigned else FITS_SIGNED
+    known = bound < RESOLVABLE
+    with np.errstate(invalid="ignore"):
+        wraps = np.where(known & (bound >= fits), np.rint((approx - r_float) / 2.0**64), 0.0)
+    return known, hi + wraps.astype(np.int64) * np.int64(1 << SPLIT_SHIFT), lo
+
+
+def number(entry: tuple, out: KernelOut) -> Number:
+    """Decode one integer slot (``int``, ``isum`` or ``fsplit``) for every window, as
+    :func:`channels._exact_or_approx` does for one -- and exactly also where the value
+    passed 2**64 by less than :data:`RESOLVABLE` (there that function gives up)."""
+    kind = entry[0]
+    f, e = out.f, out.e
+    if kind == "int":
+        limbs, weights = [(entry[1], entry[2], entry[2])], [1.0]
+    elif kind == "isum":
+        limbs, weights = [(entry[1], entry[2], entry[3])], [1.0]
+    else:  # fsplit: hi * 2**32 + lo
+        limbs, weights = [(entry[1], entry[2], entry[3]), tuple(entry[4:7])], [2.0**SPLIT_SHIFT, 1.0]
+    bounds = [f[:, b] for _, _, b in limbs]
+    # Rescaled so far that the bounds fell below the doubles' resolution: only a plain
+    # zero is certain.
+    lost = e > 0
+    for bnd in bounds:
+        lost &= bnd < TINY
+    zero = lost.copy()
+    for (ii, _, _), bnd in zip(limbs, bounds):
+        zero &= (bnd == 0.0) & (out.i[:, ii] == 0)
+    parts = [_limb(out, *limb, unsigned=kind == "int") for limb in limbs]
+    exact = ~lost
+    for known, _, _ in parts:
+        exact &= known
+    if kind == "fsplit":
+        (_, h_hi, h_lo), (_, hi, lo) = parts
+        exact &= (h_hi < 2**28) & (h_hi >= -(2**28))  # |value| < ~2**92: keeps |hi| < 2**61
+        hi = hi + h_lo + (np.where(exact, h_hi, 0) << np.int64(SPLIT_SHIFT))
+    else:
+        _, hi, lo = parts[0]
+    approx = sum(w * f[:, fi] for w, (_, fi, _) in zip(weights, limbs))
+    with np.errstate(over="ignore"):
+        scaled = np.ldexp(approx, e)
+    # Beyond 2**64 (2**92 for split sums, where exactness ends above) the doubles are used.
+    big = ~lost & ~exact & (np.abs(scaled) > SURELY_TOO_BIG * (2.0**28 if kind == "fsplit" else 1.0))
+    if kind != "int":
+        total_bound = sum(w * bnd for w, bnd in zip(weights, bounds))
+        big &= (approx != 0.0) & (total_bound <= CANCELLATION_LIMIT * np.abs(approx))
+    exact |= zero
+    keep = exact & ~zero
+    return Number(exact, big, np.where(keep, hi, 0), np.where(keep, lo, 0), approx, e)
+
+
+def merged_number(num: Number, keyed: Keyed) -> Number:
+    """Per key: exact if every window is (summed exactly), big if the sum is provably huge."""
+    w = keyed.windows
+    num = num.take(w)
+    if len(keyed.first) == len(w):
+        return num
+    k, key = len(keyed.first), keyed.key_of
+
+    def total(values: np.ndarray, dtype) -> np.ndarray:
+        acc = np.zeros(k, dtype)
+        np.add.at(acc, key, values)
+        return acc
+
+    undecided = total(num.undecided.astype(np.int64), np.int64) > 0
+    inexact = total((~num.exact).astype(np.int64), np.int64) > 0
+    hi = total(num.hi, np.int64)
+    lo = total(num.lo, np.int64)  # below windows * 2**32: no overflow
+    hi, lo = hi + (lo >> np.int64(SPLIT_SHIFT)), lo & LOW
+    wide = total(np.abs(num.hi).astype(np.float64), np.float64) >= 2.0**60  # the hi sum may have wrapped
+    m, p = num.mantissa()
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.ldexp(m, p)
+        approx = total(values, np.float64)
+        magnitude = total(np.abs(values), np.float64)
+    exact = ~inexact & ~wide
+    big = (~undecided & ~exact & np.isfinite(approx) & (np.abs(approx) > SURELY_TOO_BIG * 2.0**SPLIT_SHIFT)
+           & (magnitude <= CANCELLATION_LIMIT * np.abs(approx)))
+    return Number(exact, big, np.where(exact, hi, 0), np.where(exact, lo, 0), approx, np.zeros(k, np.int64))
+
+
+# ---------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Column:
+    """One RETURN item's values per key: ``array`` where ``ok``; NULL where ``null``;
+    overflow where ``overflow``; the rest must take the row path."""
+
+    values: np.ndarray | pa.Array
+    null: np.ndarray
+    overflow: np.ndarray
+    undecided: np.ndarray
+
+
+def item_columns(engine: Any, fast: Any, out: KernelOut, keyed: Keyed) -> list[Column | None]:
+    """Per RETURN item a :class:`Column` over the keys (None for grouping items)."""
+    layout, chan = engine.layout, fast.chan
+    none = np.zeros(len(keyed.first), bool)
+    extremes = merged_extremes(keyed, out, chan.x_is_min)
+    cols: list[Column | None] = []
+    numbers: dict[int, Number] = {}
+
+    def num(idx: int) -> Number:
+        if idx not in numbers:
+            numbers[idx] = merged_number(number(chan.slot_map[idx], out), keyed)
+        return numbers[idx]
+
+    for final in layout.finals:
+        if final[0] == "group":
+            cols.append(None)
+        elif final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX):
+            idx = final[1]
+            k = chan.slot_map[idx][3]
+            identity = MIN_KEY_IDENTITY if layout.slots[idx].kind == MIN else MAX_KEY_IDENTITY
+            keys = extremes[:, k]
+            empty = keys == identity
+            values = fast.x_arrow[k](np.where(empty, 0, keys))
+            cols.append(Column(values, empty, none, none))
+        elif final[0] == "slot":  # COUNT(*) / COUNT(V)
+            c = num(final[1])
+            fits = c.in_int64
+            cols.append(Column(c.int64(), none, (c.exact & ~fits) | c.big, c.undecided))
+        else:
+            func, s, _inf, nn, attr = final
+            count, total = num(nn), num(s)
+            null = count.is_zero
+            undecided = (count.undecided | total.undecided) & ~null
+            scale_bits = int(engine.scales[attr]).bit_length() - 1
+            if func == "SUM" and pa.types.is_integer(engine.table.schema.field(attr).type):
+                fits = total.in_int64
+                overflow = ((total.exact & ~fits) | total.big) & ~null & ~undecided
+                cols.append(Column(total.int64(), null, overflow, undecided))
+                continue
+            if scale_bits > 1000:  # results near the subnormal range: exact arithmetic only
+                undecided = ~null.copy()
+            s_m, s_k = total.mantissa()
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
+                if func == "AVG":
+                    n_m, n_k = count.mantissa()
+                    value = np.ldexp(s_m / n_m, s_k - n_k - scale_bits)
+                    # Both exact: the correctly rounded quotient, as the row path gives.
+                    both = total.exact & count.exact & ~null
+                    ratio, sure = exact_ratio(total.hi[both], total.lo[both], count.hi[both], count.lo[both])
+                    value[both] = np.ldexp(ratio, -scale_bits)
+                    for i in np.flatnonzero(both)[~sure].tolist():  # near a midpoint (or a tie)
+                        v = (int(total.hi[i]) << SPLIT_SHIFT) + int(total.lo[i])
+                        n = (int(count.hi[i]) << SPLIT_SHIFT) + int(count.lo[i])
+                        value[i] = v / (n << scale_bits)  # Python's int division rounds correctly
+                    undecided |= ~np.isfinite(value) & ~null  # extreme ratios: exact path
+                    overflow = none
+                else:
+                    value = np.ldexp(s_m, s_k - scale_bits)
+                    overflow = ~np.isfinite(value) & ~null & ~undecided
+            cols.append(Column(value, null, overflow, undecided))
+    return cols
+
+
+def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *,
+                 on_overflow: str, metadata: dict | None) -> pa.Table | None:
+    """The typed, ordered result, or None when an overflow must raise (row path)."""
+    b = engine.bound
+    q = b.query
+    schema = table_schema(q, b.schema, b.time_type, metadata)
+    keyed = keyed_windows(subs, wins, out)
+    cols = item_columns(engine, fast, out, keyed)
+    undecided = np.zeros(len(keyed.first), bool)
+    overflow = np.zeros(len(keyed.first), bool)
+    for c in cols:
+        if c is not None:
+            undecided |= c.undecided
+            overflow |= c.overflow
+    overflow &= ~undecided
+    if overflow.any() and on_overflow == "error":
+        return None
+    keep = ~undecided
+    arrays: list[pa.Array] = []
+    group_of_item = {i: j for j, i in enumerate(engine.group_item_positions) if i >= 0}
+    for i, (item, c) in enumerate(zip(q.returns, cols)):
+        typ = schema.field(i).type
+        if c is None:
+            j = group_of_item[i]
+            distinct = pa.array([g[j] for g in keyed.groups], type=typ)
+            arrays.append(distinct.take(pa.array(keyed.gid[keep])))
+            continue
+        null = (c.null | c.overflow)[keep]
+        if isinstance(c.values, (pa.Array, pa.ChunkedArray)):
+            vals = c.values.filter(pa.array(keep))
+            arrays.append(pc.if_else(pa.array(null), pa.scalar(None, typ), vals) if null.any() else vals)
+        else:
+            arrays.append(pa.array(c.values[keep], mask=null, type=typ))
+    starts = keyed.start[keep]
+    if q.window is not None:
+        wtype = schema.field("window_start").type
+        size = int(wins.size)
+        arrays += [_window_array(starts, wtype), _window_array(starts + size, wtype)]
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    slow = np.flatnonzero(undecided)
+    exact_windows = engine.stats.get("windows_exact", 0)
+    if len(slow):
+        table = _with_row_path(engine, fast, subs, wins, out, keyed, slow, table, starts,
+                               keyed.gid[keep], on_overflow, metadata)
+    engine.stats["windows_fast"] = len(wins.seg) - (engine.stats.get("windows_exact", 0) - exact_windows)
+    return table
+
+
+def _window_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
+    arr = pa.array(values, pa.int64())
+    return arr if typ == pa.int64() else arr.cast(typ)
+
+
+def _with_row_path(engine, fast, subs, wins, out, keyed, slow, table, starts, gids,
+                   on_overflow, metadata) -> pa.Table:
+    """Evaluate the ``slow`` keys through the row path and merge them into ``table``'s order."""
+    layout = engine.layout
+    bounds = None if wins.size is None else int(wins.size)
+    ends = np.append(keyed.first, len(keyed.windows))
+    rows = []
+    for k in slow.tolist():
+        state = None
+        for w in keyed.windows[ends[k]:ends[k + 1]].tolist():
+            st = engine.state_of(subs, wins, w, fast, out)
+            if st is None:
+                continue
+            if state is None:
+                state = st
+            else:
+                layout.add_into(state, st)
+        start = int(keyed.start[k])
+        window = None if bounds is None else (start, start + bounds)
+        if state is not None:
+            rows.append((start, int(keyed.gid[k]), engine.result_row(window, keyed.groups[keyed.gid[k]], state)))
+    b = engine.bound
+    extra = build_table(b.query, b.schema, [r for _, _, r in rows], time_type=b.time_type,
+                        on_overflow=on_overflow, metadata=metadata)
+    # build_table orders its rows by (window start, group), as the keys are ordered.
+    keys = sorted((s, g) for s, g, _ in rows)
+    all_start = np.concatenate([starts, np.array([s for s, _ in keys], np.int64)])
+    all_gid = np.concatenate([gids, np.array([g for _, g in keys], np.int64)])
+    merged = pa.concat_tables([table, extra.cast(table.schema)])
+    return merged.take(pa.array(np.lexsort((all_gid, all_start)))).combine_chunks()
+
+
+__all__ = ["ENABLED", "applies", "result_table", "round_to_double"]
