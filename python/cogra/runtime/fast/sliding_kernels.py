@@ -318,7 +318,11 @@ def run_sliding(
             else:
                 ok = _compose(pi[n_back], pf[n_back], px[n_back], pr[n_back], pe[n_back],
                               gi, gf, gx, gr, ge, hi_, hf, hx, hr, he, nv, x_is_min)
-                _copy_map(hi_, hf, hx, hr, he, gi, gf, gx, gr, ge)
+                gi, hi_ = hi_, gi  # the composition becomes G (swap, no copy)
+                gf, hf = hf, gf
+                gx, hx = hx, gx
+                gr, hr = hr, gr
+                ge, he = he, ge
             n_back += 1
             pos = q
         if ok and k >= flip:
@@ -333,7 +337,11 @@ def run_sliding(
                 elif ok:
                     ok = _compose(gi, gf, gx, gr, ge, pi[idx], pf[idx], px[idx], pr[idx], pe[idx],
                                   hi_, hf, hx, hr, he, nv, x_is_min)
-                    _copy_map(hi_, hf, hx, hr, he, gi, gf, gx, gr, ge)
+                    gi, hi_ = hi_, gi
+                    gf, hf = hf, gf
+                    gx, hx = hx, gx
+                    gr, hr = hr, gr
+                    ge, he = he, ge
                 f = idx - first
                 fi[f] = gi[0]
                 ff[f] = gf[0]
