@@ -9,6 +9,7 @@ __version__ = "0.1.0"
 from cogra.api import (  # noqa: E402
     CograDataWarning,
     evaluate,
+    evaluate_batches,
     explain,
     parse,
     partition_columns,
@@ -25,6 +26,7 @@ __all__ = [
     "DataError",
     "QueryError",
     "evaluate",
+    "evaluate_batches",
     "explain",
     "parse",
     "partition_columns",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow as pa
 import sqlglot.expressions as exp
@@ -103,6 +103,53 @@ def evaluate(
         )
     return engine.result_table(on_overflow=on_overflow,
                                metadata={f"cogra.{k}": v for k, v in counters.items()})
+
+
+def evaluate_batches(
+    query: str | Query,
+    batches: Iterable[Any],
+    *,
+    schema: pa.Schema | None = None,
+    type_column: str = "type",
+    time_column: str = "time",
+    on_overflow: str = "error",
+) -> pa.Table:
+    """Evaluate over a stream of record batches, with memory bounded by the open windows'
+    aggregate states rather than by the events (:mod:`cogra.runtime.stream`).
+
+    Each sub-stream's events must arrive in time order across batches (a globally
+    time-ordered stream does).  The result equals :func:`evaluate` over all the batches.
+    Queries that need whole-table evaluation (predicates reading an earlier event,
+    variable keys, fractional windows, decimals, MIN/MAX of strings) raise
+    :class:`~cogra.runtime.stream.StreamingUnsupported` before any batch is read.
+    """
+    from cogra.runtime.stream import StreamEvaluation
+
+    if on_overflow not in ON_OVERFLOW:
+        raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
+    it = iter(batches)
+    first = None
+    if schema is None:
+        first = next(it, None)
+        if first is None:
+            raise ValueError("evaluate_batches needs a schema= when there are no batches")
+        schema = first.schema
+    stream = StreamEvaluation(plan(query, schema, type_column=type_column, time_column=time_column),
+                              schema, on_overflow=on_overflow)
+    if first is not None:
+        stream.push(first)
+    for batch in it:
+        stream.push(batch)
+    result = stream.finish()
+    counters = stream.counters
+    if counters["rows_null_time"] + counters["rows_null_type"]:
+        warnings.warn(
+            f"{counters['rows_null_time']} row(s) with a NULL time and "
+            f"{counters['rows_null_type']} with a NULL type are not events and were skipped",
+            CograDataWarning,
+            stacklevel=2,
+        )
+    return result
 
 
 def result_schema(query: str | Query, input_schema: pa.Schema, *,

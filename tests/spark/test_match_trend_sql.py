@@ -4,6 +4,8 @@ UDTF registration: every route returns exactly what :func:`cogra.evaluate` retur
 from __future__ import annotations
 
 import datetime as dt
+import json
+import pickle
 import math
 
 import numpy as np
@@ -320,3 +322,37 @@ def test_chunked_evaluation_equals_whole_table(chunk_rows):
     out.extend(chunks.finish())
     got = Rows(canonical(tuple(r.values()) for r in pa.Table.from_batches(out).to_pylist()))
     assert got == expected(SIMPLE_QUERY, table)
+
+
+@pytest.mark.parametrize("query, streams", [
+    # COUNT / integer SUM / MIN / MAX of a numeric attribute: the partition streams.
+    ("RETURN sector, COUNT(*), SUM(A.volume), MAX(A.price) PATTERN Stock A+ WHERE [sector] "
+     "GROUP-BY sector WITHIN 2 minutes SLIDE 30 seconds", True),
+    # AVG of a double: inf/NaN or huge spans in the data could stop a stream half-way,
+    # so it takes the chunked route.
+    ("RETURN sector, AVG(A.price) PATTERN Stock A+ WHERE [sector] GROUP-BY sector "
+     "WITHIN 2 minutes", False),
+])
+def test_partition_function_streams_when_it_can(query, streams, monkeypatch):
+    from cogra.runtime import stream as stream_module
+
+    created = []
+    real = stream_module.StreamEvaluation.__init__
+
+    def spy(self, *args, **kwargs):
+        created.append(kwargs.get("key_sorted"))
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(stream_module.StreamEvaluation, "__init__", spy)
+    table = stock_table(800, seed=3).sort_by([("sector", "ascending"), ("time", "ascending")])
+    result = udtf_module.CograAnalyzeResult(
+        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)),
+        query=query, key_columns=("sector",),
+    )
+    run = udtf_module.make_map_function(pickle.dumps(result), json.dumps({"on_overflow": "null"}))
+    out = list(run(iter(table.to_batches(max_chunksize=53))))
+    assert created == ([True] if streams else [])
+    got = pa.Table.from_batches(out) if out else None
+    want = cogra.evaluate(query, table, on_overflow="null")
+    assert got is not None and got.num_rows == want.num_rows
+    assert got.to_pylist() == udtf_module._conform(want, got.schema).to_pylist()

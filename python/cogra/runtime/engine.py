@@ -149,6 +149,7 @@ class SubStreams:
     bits: np.ndarray  # uint64: variables it may play in its sub-stream
     seg_ptr: np.ndarray
     groups: list[tuple]  # output group (GROUP-BY values) per segment
+    keys: list[tuple] | None = None  # per segment: (plain key values, variable-key values)
 
 
 class Engine:
@@ -199,6 +200,9 @@ class Engine:
         self.pairs = PairPredicates(b, self.columns)
         self.plays_mask, self.irrelevant = self._plays_masks()
         self.use_fast = fast
+        self.idle_events_matter = False
+        """Streaming under contiguous: an irrelevant event alone must reach the states it
+        breaks, so its sub-stream and windows are kept (see cogra.runtime.stream)."""
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
 
     # -- per-row facts ---------------------------------------------------------------
@@ -275,7 +279,7 @@ class Engine:
         var_codes = {v: key_codes(self.table, b.var_keys[v]) for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
 
-        rows_parts, bits_parts, seg_sizes, groups = [], [], [], []
+        rows_parts, bits_parts, seg_sizes, groups, keys = [], [], [], [], []
         for s, e in zip(starts, ends):
             rows = order[s:e]
             plain = plain_values[pid_sorted[s]] if len(rows) else ()
@@ -295,17 +299,18 @@ class Engine:
                 keep = bits != 0
                 if keep_idle:
                     keep |= self.irrelevant[rows]
-                if not keep.any() or not (bits != 0).any():
+                if not keep.any() or not (self.idle_events_matter or (bits != 0).any()):
                     continue
                 rows_parts.append(rows[keep])
                 bits_parts.append(bits[keep])
                 seg_sizes.append(int(keep.sum()))
                 combo_values = {v: var_values[v][c] for v, c in zip(keyed_vars, combo)}
                 groups.append(self._output_group(dict(zip(b.plain_keys, plain)), combo_values))
+                keys.append((tuple(plain), tuple(combo_values[v] for v in keyed_vars)))
         seg_ptr = np.concatenate([[0], np.cumsum(seg_sizes)]).astype(np.int64)
         rows = np.concatenate(rows_parts) if rows_parts else np.zeros(0, np.int64)
         bits = np.concatenate(bits_parts) if bits_parts else np.zeros(0, np.uint64)
-        return SubStreams(rows.astype(np.int64), bits.astype(np.uint64), seg_ptr, groups)
+        return SubStreams(rows.astype(np.int64), bits.astype(np.uint64), seg_ptr, groups, keys)
 
     def _key_values(self, names: Sequence[str], rep_rows: np.ndarray) -> list[tuple]:
         if not names:
@@ -327,7 +332,7 @@ class Engine:
     # -- windows --------------------------------------------------------------------------
     def window_ranges(self, subs: SubStreams) -> "Windows":
         """Every window of every sub-stream that holds an active event."""
-        active = subs.bits != 0
+        active = np.ones(len(subs.bits), bool) if self.idle_events_matter else subs.bits != 0
         times = self.time_np[subs.rows]
         if is_integral(self.windows, self.bound.time_type):
             seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows)

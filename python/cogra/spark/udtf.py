@@ -22,6 +22,7 @@ argument reads less.
 
 from __future__ import annotations
 
+import itertools
 import json
 import pickle
 from dataclasses import dataclass
@@ -249,6 +250,11 @@ class _Evaluator:
             batch = batch.filter(keep)
         return batch
 
+    def trim(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Drop the columns the engine must not see (filter flag, user partition keys)."""
+        extra = [n for n in batch.schema.names if n in self.drop]
+        return batch.drop_columns(extra) if extra else batch
+
     def evaluate(self, batches: Sequence[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         batches = [b for b in batches if b.num_rows]
         if not batches:
@@ -359,12 +365,64 @@ def make_map_function(analyze_result: bytes, options: str):
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         evaluator = _Evaluator(result, on_overflow, drop=user_keys)
+        it = iter(batches)
+        if not user_keys:
+            stream, first = _streaming_evaluation(evaluator, it)
+            if stream is not None:
+                yield from _run_stream(evaluator, stream, first, it)
+                return
+            it = itertools.chain([first] if first is not None else [], it)
         chunks = _ChunkedEvaluator(evaluator, [*user_keys, *result.key_columns])
-        for batch in batches:
+        for batch in it:
             yield from chunks.feed(batch)
         yield from chunks.finish()
 
     return run
+
+
+def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatch]):
+    """``(StreamEvaluation or None, the first non-empty batch, prepared)``.
+
+    The partition streams through :mod:`cogra.runtime.stream` -- memory bounded by the
+    open windows' states, not by a key group -- when the query allows it and no input
+    value can stop the stream half-way: float SUM/AVG may meet values a streamed sum
+    cannot hold exactly (inf/NaN, spans beyond 2**93), which the chunked route evaluates
+    exactly, so those queries take it.
+    """
+    from cogra.runtime.stream import StreamEvaluation, StreamingUnsupported
+
+    first = None
+    for batch in batches:
+        batch = evaluator.trim(evaluator.prepare(batch))
+        if batch.num_rows:
+            first = batch
+            break
+    if first is None:
+        return None, None
+    r = evaluator.result
+    try:
+        p = cogra.plan(r.query, first.schema, type_column=r.type_column, time_column=r.time_column)
+        if any(item.value.attribute and item.value.func.value in ("SUM", "AVG")
+               and pa.types.is_floating(first.schema.field(item.value.attribute).type)
+               for item in p.bound.query.returns if hasattr(item.value, "func")):
+            return None, first
+        # The shim sorts each partition by the plain keys, then time.
+        return StreamEvaluation(p, first.schema, on_overflow=evaluator.on_overflow,
+                                key_sorted=bool(r.key_columns)), first
+    except StreamingUnsupported:
+        return None, first
+
+
+def _run_stream(evaluator: _Evaluator, stream: Any, first: pa.RecordBatch,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    stream.push(first)
+    for batch in batches:
+        batch = evaluator.trim(evaluator.prepare(batch))
+        if batch.num_rows:
+            stream.push(batch)
+    out = stream.finish()
+    if out.num_rows:
+        yield from _conform(out, evaluator.target).to_batches()
 
 
 # ---------------------------------------------------------------------------

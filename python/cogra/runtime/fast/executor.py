@@ -44,9 +44,13 @@ def _popcount(bits: np.ndarray) -> np.ndarray:
 class FastExecutor:
     UNDECIDED = UNDECIDED
 
-    def __init__(self, engine: Any):
+    def __init__(self, engine: Any, *, streaming: bool = False):
+        """``streaming``: encodings must not depend on the data (the streaming engine
+        carries states across batches): every float sum is split into two limbs, and
+        MIN/MAX over strings (ranks in the batch's dictionary) is refused."""
         b = engine.bound
         self.engine = engine
+        self.streaming = streaming
         executor = engine.plan.executor
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
@@ -54,7 +58,7 @@ class FastExecutor:
         if self.nv > MAX_VARIABLES:
             raise Unsupported(f"more than {MAX_VARIABLES} variables")
         self.mode = MODES[executor]
-        self.split, self.inexact = self._wide_float_sums(engine)
+        self.split, self.inexact = self._wide_float_sums(engine, streaming)
         self.chan = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact)
         self._attribute_arrays(engine.table)
         a = b.automaton
@@ -109,7 +113,7 @@ class FastExecutor:
 
     # -- inputs ------------------------------------------------------------------------
     @staticmethod
-    def _wide_float_sums(engine: Any) -> tuple[frozenset[str], frozenset[str]]:
+    def _wide_float_sums(engine: Any, streaming: bool = False) -> tuple[frozenset[str], frozenset[str]]:
         """Float attributes whose scaled values ``x * 2**k`` are wide: below 2**93 they are
         split into two exact limbs, beyond that summed in double."""
         split, inexact = set(), set()
@@ -117,12 +121,16 @@ class FastExecutor:
             attr = slot.attribute
             if slot.role != "sum" or not pa.types.is_floating(engine.table.schema.field(attr).type):
                 continue
+            if streaming:
+                split.add(attr)
             col = pc.drop_null(engine.table.column(attr)).to_numpy(zero_copy_only=False)
             col = col[np.isfinite(col)]
             widest = float(np.abs(col).max()) * engine.scales[attr] if col.size else 0.0
             # One limb leaves 2**63 / widest for the trend counts that multiply each value;
             # past 2**31 two limbs keep sums exact up to about 2**94.
             if widest >= 2.0**93:
+                if streaming:
+                    raise Unsupported(f"values of {attr} span more than 2**93 (exact float sums)")
                 inexact.add(attr)
             elif widest >= 2.0**31:
                 split.add(attr)
@@ -179,6 +187,8 @@ class FastExecutor:
             elif attr in sums:
                 raise Unsupported(f"{attr} is {t}")
             elif pa.types.is_string(t) or pa.types.is_large_string(t):
+                if self.streaming:
+                    raise Unsupported(f"MIN/MAX of the string attribute {attr} (ranks differ per batch)")
                 uniq = pc.unique(pc.drop_null(col)).to_pylist()
                 ordered = sorted(uniq)
                 rank = {v: i for i, v in enumerate(ordered)}

@@ -33,7 +33,7 @@ non-decimal aggregates whose sums the kernels hold exactly (no ``fsum`` channel)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -86,17 +86,19 @@ class Keyed:
     groups: list[tuple]  # distinct output groups, in sort order (gid = index)
 
 
-def keyed_windows(subs: Any, wins: Any, out: KernelOut) -> Keyed:
+def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, out: KernelOut) -> Keyed:
+    """Window ``w`` belongs to segment ``seg[w]`` (output group ``seg_groups[seg[w]]``)
+    and starts at ``start[w]``."""
     distinct: dict[tuple, int] = {}
-    seg_gid = np.fromiter((distinct.setdefault(g, len(distinct)) for g in subs.groups), np.int64,
-                          len(subs.groups))
+    seg_gid = np.fromiter((distinct.setdefault(g, len(distinct)) for g in seg_groups), np.int64,
+                          len(seg_groups))
     groups = list(distinct)
     ranked = sorted(range(len(groups)), key=lambda i: tuple(order(v) for v in groups[i]))
     rank = np.empty(len(groups), np.int64)
     rank[ranked] = np.arange(len(groups))
     reached = np.flatnonzero(out.r)
-    gid = rank[seg_gid[wins.seg[reached]]] if len(groups) else np.zeros(0, np.int64)
-    start = wins.start[reached]
+    gid = rank[seg_gid[seg[reached]]] if len(groups) else np.zeros(0, np.int64)
+    start = start[reached]
     by_key = np.lexsort((gid, start))
     windows = reached[by_key]
     s, g = start[by_key], gid[by_key]
@@ -348,9 +350,9 @@ class Column:
     undecided: np.ndarray
 
 
-def item_columns(engine: Any, fast: Any, out: KernelOut, keyed: Keyed) -> list[Column | None]:
+def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
     """Per RETURN item a :class:`Column` over the keys (None for grouping items)."""
-    layout, chan = engine.layout, fast.chan
+    layout, chan = ctx.layout, ctx.chan
     none = np.zeros(len(keyed.first), bool)
     extremes = merged_extremes(keyed, out, chan.x_is_min)
     cols: list[Column | None] = []
@@ -370,7 +372,7 @@ def item_columns(engine: Any, fast: Any, out: KernelOut, keyed: Keyed) -> list[C
             identity = MIN_KEY_IDENTITY if layout.slots[idx].kind == MIN else MAX_KEY_IDENTITY
             keys = extremes[:, k]
             empty = keys == identity
-            values = fast.x_arrow[k](np.where(empty, 0, keys))
+            values = ctx.x_arrow[k](np.where(empty, 0, keys))
             cols.append(Column(values, empty, none, none))
         elif final[0] == "slot":  # COUNT(*) / COUNT(V)
             c = num(final[1])
@@ -381,8 +383,8 @@ def item_columns(engine: Any, fast: Any, out: KernelOut, keyed: Keyed) -> list[C
             count, total = num(nn), num(s)
             null = count.is_zero
             undecided = (count.undecided | total.undecided) & ~null
-            scale_bits = int(engine.scales[attr]).bit_length() - 1
-            if func == "SUM" and pa.types.is_integer(engine.table.schema.field(attr).type):
+            scale_bits = int(ctx.scales[attr]).bit_length() - 1
+            if func == "SUM" and pa.types.is_integer(ctx.input_schema.field(attr).type):
                 fits = total.in_int64
                 overflow = ((total.exact & ~fits) | total.big) & ~null & ~undecided
                 cols.append(Column(total.int64(), null, overflow, undecided))
@@ -411,14 +413,52 @@ def item_columns(engine: Any, fast: Any, out: KernelOut, keyed: Keyed) -> list[C
     return cols
 
 
+@dataclass
+class Context:
+    """What turning channels into a table needs to know about the query and the kernels."""
+
+    query: Any  # language.ast.Query
+    input_schema: pa.Schema
+    time_type: pa.DataType
+    layout: Any  # runtime.aggregates.Layout
+    scales: dict[str, int]
+    group_item_positions: list[int]
+    chan: Any  # channels.ChannelLayout
+    x_arrow: list
+    window_size: int | None
+
+    @classmethod
+    def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":
+        b = engine.bound
+        return cls(b.query, engine.table.schema, b.time_type, engine.layout, engine.scales,
+                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size)
+
+
 def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *,
                  on_overflow: str, metadata: dict | None) -> pa.Table | None:
     """The typed, ordered result, or None when an overflow must raise (row path)."""
-    b = engine.bound
-    q = b.query
-    schema = table_schema(q, b.schema, b.time_type, metadata)
-    keyed = keyed_windows(subs, wins, out)
-    cols = item_columns(engine, fast, out, keyed)
+    ctx = Context.of(engine, fast, wins.size)
+    exact_windows = engine.stats.get("windows_exact", 0)
+
+    def row_path(keyed: Keyed, slow: np.ndarray) -> pa.Table:
+        return _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, metadata)
+
+    table = table_from_channels(ctx, subs.groups, wins.seg, wins.start, out, on_overflow=on_overflow,
+                                metadata=metadata, row_path=row_path)
+    engine.stats["windows_fast"] = len(wins.seg) - (engine.stats.get("windows_exact", 0) - exact_windows)
+    return table
+
+
+def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray,
+                        out: KernelOut, *, on_overflow: str, metadata: dict | None,
+                        row_path: Callable[[Keyed, np.ndarray], pa.Table] | None) -> pa.Table | None:
+    """The typed, ordered result of windows given by their channels, or None when an
+    overflow must raise.  ``row_path(keyed, keys)`` evaluates the keys this module cannot
+    decide (typed and ordered, as ``build_table`` gives them); without one they raise."""
+    q = ctx.query
+    schema = table_schema(q, ctx.input_schema, ctx.time_type, metadata)
+    keyed = keyed_windows(seg_groups, seg, start, out)
+    cols = item_columns(ctx, out, keyed)
     undecided = np.zeros(len(keyed.first), bool)
     overflow = np.zeros(len(keyed.first), bool)
     for c in cols:
@@ -430,7 +470,7 @@ def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *
         return None
     keep = ~undecided
     arrays: list[pa.Array] = []
-    group_of_item = {i: j for j, i in enumerate(engine.group_item_positions) if i >= 0}
+    group_of_item = {i: j for j, i in enumerate(ctx.group_item_positions) if i >= 0}
     for i, (item, c) in enumerate(zip(q.returns, cols)):
         typ = schema.field(i).type
         if c is None:
@@ -447,16 +487,27 @@ def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *
     starts = keyed.start[keep]
     if q.window is not None:
         wtype = schema.field("window_start").type
-        size = int(wins.size)
-        arrays += [_window_array(starts, wtype), _window_array(starts + size, wtype)]
+        arrays += [_window_array(starts, wtype), _window_array(starts + int(ctx.window_size), wtype)]
     table = pa.Table.from_arrays(arrays, schema=schema)
     slow = np.flatnonzero(undecided)
-    exact_windows = engine.stats.get("windows_exact", 0)
-    if len(slow):
-        table = _with_row_path(engine, fast, subs, wins, out, keyed, slow, table, starts,
-                               keyed.gid[keep], on_overflow, metadata)
-    engine.stats["windows_fast"] = len(wins.seg) - (engine.stats.get("windows_exact", 0) - exact_windows)
-    return table
+    if not len(slow):
+        return table
+    if row_path is None:
+        raise UndecidableError(
+            f"{len(slow)} result row(s) need values the compiled kernels cannot decide exactly "
+            "(sums near 2**64 with cancelling signs, or counts past 1e308), and their events "
+            "are gone; evaluate these events as one table (cogra.evaluate) instead")
+    extra = row_path(keyed, slow)
+    # build_table orders its rows by (window start, group), as the keys are ordered.
+    order_slow = np.lexsort((keyed.gid[slow], keyed.start[slow]))
+    all_start = np.concatenate([starts, keyed.start[slow][order_slow][:extra.num_rows]])
+    all_gid = np.concatenate([keyed.gid[keep], keyed.gid[slow][order_slow][:extra.num_rows]])
+    merged = pa.concat_tables([table, extra.cast(table.schema)])
+    return merged.take(pa.array(np.lexsort((all_gid, all_start)))).combine_chunks()
+
+
+class UndecidableError(RuntimeError):
+    """A streamed result value the kernels cannot decide exactly (see table_from_channels)."""
 
 
 def _window_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -464,11 +515,10 @@ def _window_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
     return arr if typ == pa.int64() else arr.cast(typ)
 
 
-def _with_row_path(engine, fast, subs, wins, out, keyed, slow, table, starts, gids,
-                   on_overflow, metadata) -> pa.Table:
-    """Evaluate the ``slow`` keys through the row path and merge them into ``table``'s order."""
+def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, metadata) -> pa.Table:
+    """The ``slow`` keys through the engine's row path, typed and ordered by build_table."""
     layout = engine.layout
-    bounds = None if wins.size is None else int(wins.size)
+    size = None if wins.size is None else int(wins.size)
     ends = np.append(keyed.first, len(keyed.windows))
     rows = []
     for k in slow.tolist():
@@ -482,18 +532,13 @@ def _with_row_path(engine, fast, subs, wins, out, keyed, slow, table, starts, gi
             else:
                 layout.add_into(state, st)
         start = int(keyed.start[k])
-        window = None if bounds is None else (start, start + bounds)
+        window = None if size is None else (start, start + size)
         if state is not None:
-            rows.append((start, int(keyed.gid[k]), engine.result_row(window, keyed.groups[keyed.gid[k]], state)))
+            rows.append(engine.result_row(window, keyed.groups[keyed.gid[k]], state))
     b = engine.bound
-    extra = build_table(b.query, b.schema, [r for _, _, r in rows], time_type=b.time_type,
-                        on_overflow=on_overflow, metadata=metadata)
-    # build_table orders its rows by (window start, group), as the keys are ordered.
-    keys = sorted((s, g) for s, g, _ in rows)
-    all_start = np.concatenate([starts, np.array([s for s, _ in keys], np.int64)])
-    all_gid = np.concatenate([gids, np.array([g for _, g in keys], np.int64)])
-    merged = pa.concat_tables([table, extra.cast(table.schema)])
-    return merged.take(pa.array(np.lexsort((all_gid, all_start)))).combine_chunks()
+    return build_table(b.query, b.schema, rows, time_type=b.time_type,
+                       on_overflow=on_overflow, metadata=metadata)
 
 
-__all__ = ["ENABLED", "applies", "result_table", "round_to_double"]
+__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "result_table", "round_to_double",
+           "table_from_channels"]

@@ -292,3 +292,54 @@ def run_windows(
         out_x[w] = sx[fin]
         out_e[w] = exponent
         out_r[w] = sr[fin]
+
+
+@njit(cache=True)
+def run_windows_from(
+    mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+    prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
+    win_lo, win_hi, max_batch,
+    st_i, st_f, st_x, st_r, st_e,
+):
+    """Continue windows from carried states (the streaming engine, :mod:`cogra.runtime.stream`).
+
+    Window ``w`` starts from state ``st_*[w]`` -- all ``nv + 1`` rows, floats scaled by
+    ``2**-st_e[w]`` -- runs events ``win_lo[w] .. win_hi[w]-1`` as :func:`run_windows`
+    does, and leaves its new state in place.  Nothing is finalised: under ``any`` the
+    finished row is added when the window closes.
+    """
+    n_i = st_i.shape[2]
+    n_f = st_f.shape[2]
+    n_x = st_x.shape[2]
+    fin = nv
+    bi = np.zeros((max_batch, n_i), np.uint64)
+    bf = np.zeros((max_batch, n_f), np.float64)
+    bx = np.zeros((max_batch, n_x), np.int64)
+    bvar = np.zeros(max_batch, np.int64)
+    for w in range(win_lo.shape[0]):
+        si = st_i[w]
+        sf = st_f[w]
+        sx = st_x[w]
+        sr = st_r[w]
+        exponent = st_e[w]
+        unit = math.ldexp(1.0, -exponent)
+        i = win_lo[w]
+        hi = win_hi[w]
+        while i < hi:
+            j = i + 1
+            while j < hi and times[j] == times[i]:
+                j += 1
+            _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+                   prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
+                   si, sf, sx, sr, bi, bf, bx, bvar)
+            big = _max_abs_row(sf, fin)
+            for v in range(nv):
+                m = _max_abs_row(sf, v)
+                if m > big:
+                    big = m
+            if big > RESCALE_ABOVE:
+                sf *= math.ldexp(1.0, -RESCALE_STEP)
+                exponent += RESCALE_STEP
+                unit = math.ldexp(1.0, -exponent)
+            i = j
+        st_e[w] = exponent
