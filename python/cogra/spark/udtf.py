@@ -7,7 +7,9 @@ Two routes lead here, and both end in :func:`cogra.evaluate` on Arrow data:
   Spark's own UDTF analyze runner), then plans the call as ``MapInArrow`` over the TABLE
   argument, repartitioned by the query's plain keys and sorted by (keys, time).  Each task
   runs the function built by :func:`make_map_function`: it streams the partition's Arrow
-  batches and evaluates complete key groups in chunks (:class:`_ChunkedEvaluator`).
+  batches through :mod:`cogra.runtime.stream` where the query allows (memory bounded by
+  the open windows' states), else evaluates complete key groups in chunks
+  (:class:`_ChunkedEvaluator`).
 * **A plain Python UDTF** (:func:`cogra.spark.register`, for sessions that cannot load the
   jar): Spark calls :meth:`MatchTrendUDTF.analyze`, partitions and orders the table as it
   requests, and feeds each partition's Arrow batches to :meth:`MatchTrendUDTF.eval`;
