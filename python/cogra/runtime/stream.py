@@ -182,20 +182,23 @@ class StreamEvaluation:
     def _check_order(self, table: pa.Table) -> None:
         times, valid = self._valid_times(table)
         codes, keys = self._key_values(table)
-        for code, key in enumerate(keys):
+        big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+        first = np.full(len(keys), big, np.int64)
+        latest = np.full(len(keys), small, np.int64)
+        np.minimum.at(first, codes[valid], times[valid])
+        np.maximum.at(latest, codes[valid], times[valid])
+        for key, lo, hi in zip(keys, first.tolist(), latest.tolist()):
+            if lo == big:
+                continue  # only NULL times
             if key in self.done_keys:
                 raise DataError(f"sub-stream {dict(zip(self.bound.plain_keys, key))} continues after "
                                 "another key although the stream was declared sorted by key")
             last = self.last_time.get(key)
-            mine = valid & (codes == code)
-            if not mine.any():
-                continue
-            first = times[mine].min()
-            if last is not None and first < last:
+            if last is not None and lo < last:
                 raise DataError(f"events of sub-stream {dict(zip(self.bound.plain_keys, key))} arrive out "
-                                f"of time order across batches ({first} after {last}); a stream must "
+                                f"of time order across batches ({lo} after {last}); a stream must "
                                 "bring each sub-stream's events in time order")
-            self.last_time[key] = max(times[mine].max(), last if last is not None else times[mine].max())
+            self.last_time[key] = hi if last is None else max(hi, last)
 
     def _latest_per_key(self, table: pa.Table) -> pa.Array:
         """Rows at their key's latest time: more events of that time may follow."""
