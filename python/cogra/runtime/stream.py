@@ -34,7 +34,6 @@ data is read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 import numpy as np
@@ -76,16 +75,81 @@ class StreamingUnsupported(CograError, NotImplementedError):
     """The query needs whole-table evaluation (the message says why)."""
 
 
-@dataclass
-class OpenWindow:
-    """A window's carried kernel state: all ``nv + 1`` rows, floats times ``2**e``."""
+class WindowStore:
+    """The open windows' kernel states in pooled arrays (one row per window).
 
-    i: np.ndarray
-    f: np.ndarray
-    x: np.ndarray
-    r: np.ndarray
-    e: int
-    group: tuple
+    A row is identified by (key id, window start); free rows have key -1 and are reused.
+    Finding the rows of a batch's windows is one sort of the live and requested pairs, so
+    the per-window cost is array work, as in the whole-table engine.
+    """
+
+    def __init__(self, nv: int, n_i: int, n_f: int, x_is_min: np.ndarray):
+        self.nv, self.n_i, self.n_f, self.x_is_min = nv, max(1, n_i), max(1, n_f), x_is_min
+        self.cap = 0
+        self.i = np.zeros((0, nv + 1, self.n_i), np.uint64)
+        self.f = np.zeros((0, nv + 1, self.n_f), np.float64)
+        self.x = np.zeros((0, nv + 1, len(x_is_min)), np.int64)
+        self.r = np.zeros((0, nv + 1), np.bool_)
+        self.e = np.zeros(0, np.int64)
+        self.key = np.zeros(0, np.int64)  # -1: free
+        self.start = np.zeros(0, np.int64)
+        self.group = np.zeros(0, np.int64)
+        self.n_live = 0
+
+    @property
+    def live(self) -> np.ndarray:
+        return self.key >= 0
+
+    def _grow(self, need: int) -> None:
+        new = max(need, 2 * self.cap, 64)
+        extra = new - self.cap
+
+        def pad(a: np.ndarray, fill) -> np.ndarray:
+            block = np.empty((extra, *a.shape[1:]), a.dtype)
+            block[...] = fill
+            return np.concatenate([a, block])
+
+        self.i, self.f, self.r = pad(self.i, 0), pad(self.f, 0.0), pad(self.r, False)
+        self.x = pad(self.x, np.where(self.x_is_min, MIN_KEY_IDENTITY, MAX_KEY_IDENTITY))
+        self.e, self.start, self.group = pad(self.e, 0), pad(self.start, 0), pad(self.group, 0)
+        self.key = pad(self.key, -1)
+        self.cap = new
+
+    def rows_for(self, keys: np.ndarray, starts: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """The row of each (key, start) -- pairs are distinct -- opening zero-state rows
+        for new windows."""
+        live = np.flatnonzero(self.key >= 0)
+        n_req = len(keys)
+        kk = np.concatenate([self.key[live], keys])
+        ss = np.concatenate([self.start[live], starts])
+        tag = np.concatenate([live, -1 - np.arange(n_req)])  # >= 0: a live row; < 0: a request
+        order = np.lexsort((ss, kk))
+        kk, ss, tag = kk[order], ss[order], tag[order]
+        out = np.full(n_req, -1, np.int64)
+        same = (kk[1:] == kk[:-1]) & (ss[1:] == ss[:-1])
+        pos = np.flatnonzero(same)  # a live row and a request with the same pair: adjacent
+        a, b = tag[pos], tag[pos + 1]
+        live_first = (a >= 0) & (b < 0)
+        out[-1 - b[live_first]] = a[live_first]
+        req_first = (b >= 0) & (a < 0)
+        out[-1 - a[req_first]] = b[req_first]
+        new = np.flatnonzero(out < 0)
+        if len(new):
+            free = np.flatnonzero(self.key < 0)
+            if len(free) < len(new):
+                self._grow(self.cap + len(new) - len(free))
+                free = np.flatnonzero(self.key < 0)
+            rows = free[:len(new)]
+            out[new] = rows
+            self.i[rows], self.f[rows], self.r[rows], self.e[rows] = 0, 0.0, False, 0
+            self.x[rows] = np.where(self.x_is_min, MIN_KEY_IDENTITY, MAX_KEY_IDENTITY)
+            self.key[rows], self.start[rows], self.group[rows] = keys[new], starts[new], groups[new]
+            self.n_live += len(new)
+        return out
+
+    def release(self, rows: np.ndarray) -> None:
+        self.key[rows] = -1
+        self.n_live -= len(rows)
 
 
 class StreamEvaluation:
@@ -105,12 +169,17 @@ class StreamEvaluation:
         self.bound = b
         self._check_supported()
         self.window_size = None if b.query.window is None else int(WindowSpec.of(b.query.window, b.time_type).size)
-        self.open: dict[tuple, dict[int, OpenWindow]] = {}
+        self.store: WindowStore | None = None
+        self.key_ids: dict[tuple, int] = {}
+        self.groups: list[tuple] = []
+        self.group_ids: dict[tuple, int] = {}
         self.last_time: dict[tuple, Any] = {}
         self.watermark: dict[tuple, Any] = {}
         self.held: pa.Table | None = None
         self.scales: dict[str, int] = {}
-        self.closed: list[tuple[tuple, int, np.ndarray, np.ndarray, np.ndarray, int]] = []
+        self.closed: list[KernelOut] = []  # finished rows of closed windows, in blocks
+        self.closed_start: list[np.ndarray] = []
+        self.closed_group: list[np.ndarray] = []
         self.counters = {"rows_in": 0, "rows_null_time": 0, "rows_null_type": 0}
         self.stats = {"batches": 0, "windows_closed": 0, "max_open_windows": 0}
         self.ctx: Any = None
@@ -148,19 +217,20 @@ class StreamEvaluation:
         self.counters["rows_in"] += table.num_rows
         if not table.num_rows:
             return
-        self._check_order(table)
         if self.held is not None and self.held.num_rows:
             table = pa.concat_tables([self.held, table])
-        hold = self._latest_per_key(table)
+        times, valid = self._valid_times(table)
+        codes, keys = self._key_values(table)
+        self._check_order(times, valid, codes, keys)  # held rows sit at their key's last time: fine
+        hold = self._latest_per_key(times, valid, codes, keys)
         done: list[tuple] = []
         if self.key_sorted:
             # Only the last key can continue; every other key in here is complete.
-            codes, keys = self._key_values(table)
             last = int(codes[-1])
             hold = pc.and_(hold, pa.array(codes == last))
             done = [k for c, k in enumerate(keys) if c != last]
         self.held = table.filter(hold)
-        self._process(table.filter(pc.invert(hold)), final=False)
+        self._process(table.filter(pc.invert(hold)), final=False, done=done)
         for key in done:
             self._close_key(key)
 
@@ -179,9 +249,7 @@ class StreamEvaluation:
             return micros(pc.fill_null(col, 0)), valid
         return np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False), dtype=np.int64), valid
 
-    def _check_order(self, table: pa.Table) -> None:
-        times, valid = self._valid_times(table)
-        codes, keys = self._key_values(table)
+    def _check_order(self, times: np.ndarray, valid: np.ndarray, codes: np.ndarray, keys: list[tuple]) -> None:
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         first = np.full(len(keys), big, np.int64)
         latest = np.full(len(keys), small, np.int64)
@@ -200,10 +268,9 @@ class StreamEvaluation:
                                 "bring each sub-stream's events in time order")
             self.last_time[key] = hi if last is None else max(hi, last)
 
-    def _latest_per_key(self, table: pa.Table) -> pa.Array:
+    def _latest_per_key(self, times: np.ndarray, valid: np.ndarray, codes: np.ndarray,
+                        keys: list[tuple]) -> pa.Array:
         """Rows at their key's latest time: more events of that time may follow."""
-        times, valid = self._valid_times(table)
-        codes, keys = self._key_values(table)
         latest = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
         np.maximum.at(latest, codes[valid], times[valid])
         for code, key in enumerate(keys):
@@ -212,11 +279,11 @@ class StreamEvaluation:
         return pa.array(valid & (times == latest[codes]))
 
     # -- evaluation ----------------------------------------------------------------------
-    def _process(self, table: pa.Table, *, final: bool) -> None:
+    def _process(self, table: pa.Table, *, final: bool, done: Iterable[tuple] = ()) -> None:
         self.stats["batches"] += 1
         if table.num_rows:
             self._run(table)
-        self._close(final)
+        self._close(final, done)
 
     def _run(self, table: pa.Table) -> None:
         from cogra.runtime.fast.executor import FastExecutor
@@ -242,23 +309,14 @@ class StreamEvaluation:
         if not w:
             return
         nv, c = fast.nv, fast.chan
-        st_i = np.zeros((w, nv + 1, max(1, c.n_i)), np.uint64)
-        st_f = np.zeros((w, nv + 1, max(1, c.n_f)), np.float64)
-        st_x = np.empty((w, nv + 1, c.n_x), np.int64)
-        st_x[:] = np.where(c.x_is_min, MIN_KEY_IDENTITY, MAX_KEY_IDENTITY)
-        st_r = np.zeros((w, nv + 1), np.bool_)
-        st_e = np.zeros(w, np.int64)
-        places = []
-        for k, (s, start) in enumerate(zip(wins.seg.tolist(), wins.start.tolist())):
-            key = subs.keys[s][0]
-            windows = self.open.setdefault(key, {})
-            ow = windows.get(start)
-            if ow is None:
-                ow = windows[start] = OpenWindow(st_i[k].copy(), st_f[k].copy(), st_x[k].copy(),
-                                                 st_r[k].copy(), 0, subs.groups[s])
-            else:
-                st_i[k], st_f[k], st_x[k], st_r[k], st_e[k] = ow.i, ow.f, ow.x, ow.r, ow.e
-            places.append(ow)
+        if self.store is None:
+            self.store = WindowStore(nv, c.n_i, c.n_f, c.x_is_min)
+        store = self.store
+        seg_key = np.array([self.key_ids.setdefault(k[0], len(self.key_ids)) for k in subs.keys], np.int64)
+        seg_group = np.array([self._group_id(g) for g in subs.groups], np.int64)
+        rows_w = store.rows_for(seg_key[wins.seg], wins.start.astype(np.int64), seg_group[wins.seg])
+        st_i, st_f, st_x = store.i[rows_w], store.f[rows_w], store.x[rows_w]
+        st_r, st_e = store.r[rows_w], store.e[rows_w]
         rows = subs.rows
         times = engine.time_np[rows]
         run_windows_from(fast.mode, times, subs.bits, fast.pair_ok[rows], nv, fast.pred_ptr, fast.pred_idx,
@@ -266,46 +324,74 @@ class StreamEvaluation:
                          fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
                          wins.lo.astype(np.int64), wins.hi.astype(np.int64),
                          fast._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)
-        for k, ow in enumerate(places):
-            ow.i, ow.f, ow.x, ow.r, ow.e = st_i[k].copy(), st_f[k].copy(), st_x[k].copy(), st_r[k].copy(), int(st_e[k])
-        self.stats["max_open_windows"] = max(self.stats["max_open_windows"],
-                                             sum(len(v) for v in self.open.values()))
-        del engine, fast, subs, wins, st_i, st_f, st_x, st_r, st_e, rows, times
+        store.i[rows_w], store.f[rows_w], store.x[rows_w] = st_i, st_f, st_x
+        store.r[rows_w], store.e[rows_w] = st_r, st_e
+        self.stats["max_open_windows"] = max(self.stats["max_open_windows"], store.n_live)
+        del engine, fast, subs, wins, st_i, st_f, st_x, st_r, st_e, rows, times, rows_w
         if TRIM_HEAP_ROWS and table.num_rows >= TRIM_HEAP_ROWS:
             pa.default_memory_pool().release_unused()
             _trim_heap()
 
-    def _close(self, final: bool) -> None:
-        """Finalise windows whose sub-stream has passed their end (all of them at the end)."""
-        for key, windows in self.open.items():
-            mark = self.watermark.get(key)
-            for start in list(windows):
-                if not final and (self.window_size is None or mark is None or start + self.window_size > mark):
-                    break  # windows open in start order: the rest end later
-                self._finalize(windows.pop(start), start)
+    def _group_id(self, group: tuple) -> int:
+        gid = self.group_ids.get(group)
+        if gid is None:
+            gid = self.group_ids[group] = len(self.groups)
+            self.groups.append(group)
+        return gid
+
+    def _close(self, final: bool, keys: Iterable[tuple] = ()) -> None:
+        """Finalise windows whose sub-stream has passed their end, those of complete
+        ``keys`` (key-sorted streams), or all of them at the end."""
+        store = self.store
+        if store is None or not store.n_live:
+            return
+        live = store.live
+        if final:
+            closing = live
+        else:
+            marks = np.full(len(self.key_ids), np.iinfo(np.int64).min, np.int64)
+            for key, kid in self.key_ids.items():
+                mark = self.watermark.get(key)
+                if mark is not None and self.window_size is not None:
+                    marks[kid] = mark
+            done = np.zeros(len(self.key_ids), bool)
+            for key in keys:
+                if key in self.key_ids:
+                    done[self.key_ids[key]] = True
+            kid = np.where(live, store.key, 0)
+            ends = store.start + (self.window_size or 0)
+            closing = live & ((ends <= marks[kid]) | done[kid])
+        rows = np.flatnonzero(closing)
+        if len(rows):
+            self._finalize(rows)
+            store.release(rows)
 
     def _close_key(self, key: tuple) -> None:
-        """A complete key (key-sorted streams): close its windows, forget it."""
-        for start, ow in self.open.pop(key, {}).items():
-            self._finalize(ow, start)
+        """A complete key (key-sorted streams): its windows are closed; forget it."""
         self.last_time.pop(key, None)
         self.watermark.pop(key, None)
         self.done_keys.add(key)
 
-    def _finalize(self, ow: OpenWindow, start: int) -> None:
-        self.stats["windows_closed"] += 1
-        nv = len(self.bound.automaton.names)
+    def _finalize(self, rows: np.ndarray) -> None:
+        store = self.store
+        nv = store.nv
         fin = nv
+        i, f, x, r = store.i[rows], store.f[rows], store.x[rows], store.r[rows]
         if self.plan.executor is Executor.TYPE_GRAINED:  # under any, finished = ending at a final variable
-            x_is_min = self.chan.x_is_min
             for v in sorted(self.bound.automaton.final):
-                if ow.r[v]:
-                    ow.i[fin] += ow.i[v]
-                    ow.f[fin] += ow.f[v]
-                    ow.x[fin] = np.where(x_is_min, np.minimum(ow.x[fin], ow.x[v]), np.maximum(ow.x[fin], ow.x[v]))
-                    ow.r[fin] = True
-        if ow.r[fin]:
-            self.closed.append((ow.group, start, ow.i[fin].copy(), ow.f[fin].copy(), ow.x[fin].copy(), ow.e))
+                on = r[:, v]
+                i[on, fin] += i[on, v]
+                f[on, fin] += f[on, v]
+                x[on, fin] = np.where(store.x_is_min, np.minimum(x[on, fin], x[on, v]),
+                                      np.maximum(x[on, fin], x[on, v]))
+                r[on, fin] = True
+        self.stats["windows_closed"] += len(rows)
+        done = r[:, fin]
+        if done.any():
+            self.closed.append(KernelOut(i[done, fin], f[done, fin], x[done, fin], store.e[rows][done],
+                                         np.ones(int(done.sum()), np.bool_)))
+            self.closed_start.append(store.start[rows][done])
+            self.closed_group.append(store.group[rows][done])
 
     # -- scales ----------------------------------------------------------------------------
     def _grow_scales(self, needed: dict[str, int]) -> None:
@@ -331,19 +417,24 @@ class StreamEvaluation:
             return
         factor = np.uint64((1 << shift) & 0xFFFFFFFFFFFFFFFF) if shift < 64 else np.uint64(0)
 
-        def scale(i: np.ndarray, f: np.ndarray, e: int) -> int:
-            i[..., i_idx] *= factor  # exact modulo 2**64
-            f[..., f_idx] *= 2.0**shift if shift < 1000 else np.inf
-            while np.abs(f).max(initial=0.0) > RENORMALIZE_ABOVE and np.isfinite(f).all():
-                f *= 2.0**-600
-                e += 600
-            return e
+        def scale(out: Any) -> None:
+            out.i[..., i_idx] *= factor  # exact modulo 2**64
+            with np.errstate(over="ignore"):
+                out.f[..., f_idx] *= 2.0**shift if shift < 1000 else np.inf
+            # Keep stored floats below the kernels' bound: move whole windows' exponents.
+            big = np.abs(out.f).reshape(len(out.e), -1).max(axis=1, initial=0.0)
+            while True:
+                over = np.isfinite(big) & (big > RENORMALIZE_ABOVE)
+                if not over.any():
+                    break
+                out.f[over] *= 2.0**-600
+                out.e[over] += 600
+                big[over] *= 2.0**-600
 
-        for windows in self.open.values():
-            for ow in windows.values():
-                ow.e = scale(ow.i, ow.f, ow.e)
-        for n, (group, start, i, f, x, e) in enumerate(self.closed):
-            self.closed[n] = (group, start, i, f, x, scale(i, f, e))
+        if self.store is not None:
+            scale(self.store)
+        for block in self.closed:
+            scale(block)
 
     # -- output ------------------------------------------------------------------------------
     def finish(self, *, metadata: dict | None = None) -> pa.Table:
@@ -360,12 +451,12 @@ class StreamEvaluation:
             return build_table(b.query, b.schema, [], time_type=b.time_type,
                                on_overflow=self.on_overflow, metadata=meta)
         self.ctx.scales = dict(self.scales)
-        groups = [c[0] for c in self.closed]
-        out = KernelOut(np.stack([c[2] for c in self.closed]), np.stack([c[3] for c in self.closed]),
-                        np.stack([c[4] for c in self.closed]), np.array([c[5] for c in self.closed], np.int64),
-                        np.ones(len(self.closed), np.bool_))
-        starts = np.array([c[1] for c in self.closed], np.int64)
-        table = table_from_channels(self.ctx, groups, np.arange(len(groups)), starts, out,
+        blocks = self.closed
+        out = KernelOut(np.concatenate([b.i for b in blocks]), np.concatenate([b.f for b in blocks]),
+                        np.concatenate([b.x for b in blocks]), np.concatenate([b.e for b in blocks]),
+                        np.concatenate([b.r for b in blocks]))
+        starts = np.concatenate(self.closed_start)
+        table = table_from_channels(self.ctx, self.groups, np.concatenate(self.closed_group), starts, out,
                                     on_overflow=self.on_overflow, metadata=meta, row_path=None)
         if table is None:
             raise AggregateOverflowError(
@@ -389,4 +480,4 @@ def evaluate_batches(plan: Any, schema: pa.Schema, batches: Iterable[pa.RecordBa
     return stream.finish(), stream
 
 
-__all__ = ["OpenWindow", "StreamEvaluation", "StreamingUnsupported", "evaluate_batches"]
+__all__ = ["StreamEvaluation", "StreamingUnsupported", "WindowStore", "evaluate_batches"]
