@@ -231,21 +231,27 @@ class Engine:
 
     def _plays_masks(self) -> tuple[list[np.ndarray], np.ndarray]:
         b = self.bound
-        types = None
+        type_of = None  # per row: index into the distinct type names (dictionary codes)
         if b.type_column is not None:
-            types = np.asarray(
-                self.table.column(b.type_column).cast(pa.string()).to_numpy(zero_copy_only=False),
-                dtype=object,
-            )
+            col = self.table.column(b.type_column).combine_chunks()
+            if not pa.types.is_dictionary(col.type):
+                col = pc.dictionary_encode(col.cast(pa.string()))
+            names = col.dictionary.cast(pa.string()).to_pylist()
+            type_of = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False)
+
+            def rows_of(wanted: set) -> np.ndarray:
+                lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
+                return lookup[type_of]
+
         masks = []
         for v, event_type in enumerate(b.automaton.event_types):
-            mask = np.ones(self.n, dtype=bool) if types is None else (types == event_type)
+            mask = np.ones(self.n, dtype=bool) if type_of is None else rows_of({event_type})
             for e in b.local[v]:
                 mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
             masks.append(mask)
-        if types is None:
+        if type_of is None:
             return masks, np.zeros(self.n, dtype=bool)
-        return masks, ~np.isin(types, list(set(b.automaton.event_types)))
+        return masks, ~rows_of(set(b.automaton.event_types))
 
     def pair_ok_bits(self) -> np.ndarray:
         """Per row, bit ``v*nv+u``: playing v it may follow u (predicates on the new event only)."""
