@@ -337,7 +337,7 @@ def test_chunked_evaluation_equals_whole_table(chunk_rows):
      "WITHIN 2 minutes", False),
 ])
 def test_partition_function_streams_when_it_can(query, streams, monkeypatch):
-    """With COGRA_SPARK_STREAMING=1 a partition streams where the query allows."""
+    """A partition streams where the query allows (COGRA_SPARK_STREAMING=0 turns it off)."""
     from cogra.runtime import stream as stream_module
 
     created = []
@@ -358,6 +358,9 @@ def test_partition_function_streams_when_it_can(query, streams, monkeypatch):
     run = udtf_module.make_map_function(pickle.dumps(result), json.dumps({"on_overflow": "null"}))
     out = list(run(iter(table.to_batches(max_chunksize=53))))
     assert created == ([True] if streams else [])
+    monkeypatch.setenv(udtf_module.STREAMING_ENV, "0")
+    created.clear()
+    assert list(run(iter(table.to_batches(max_chunksize=53)))) and created == []
     got = pa.Table.from_batches(out) if out else None
     want = cogra.evaluate(query, table, on_overflow="null")
     assert got is not None and got.num_rows == want.num_rows

@@ -387,14 +387,14 @@ STREAMING_ENV = "COGRA_SPARK_STREAMING"
 
 
 def streaming_enabled() -> bool:
-    """Whether partitions may stream (opt-in: ``COGRA_SPARK_STREAMING=1`` in the executors'
-    environment, e.g. ``spark.executorEnv.COGRA_SPARK_STREAMING=1``).
+    """Whether partitions may stream (default yes; ``COGRA_SPARK_STREAMING=0`` in the
+    executors' environment, e.g. ``spark.executorEnv.COGRA_SPARK_STREAMING=0``, turns it off).
 
-    Streaming bounds a task's memory by the open windows instead of the largest key group,
-    but today it costs tens of µs of Python per window (open-window bookkeeping), which
-    halves throughput on queries with many result rows (q2 tumbling: 0.42 vs 0.79 of a
-    pass-through); it becomes the default once that bookkeeping is vectorised."""
-    return os.environ.get(STREAMING_ENV, "0") == "1"
+    Streaming bounds a task's memory by the open windows instead of the largest key group
+    (a skewed key cannot exhaust a worker); its Python costs more per row than the chunked
+    route (1M rows of q2 tumbling in 10k-row batches: 0.34 s vs 0.13 s), which still stays
+    well below Spark's own cost per row."""
+    return os.environ.get(STREAMING_ENV, "1") != "0"
 
 
 def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatch]):
