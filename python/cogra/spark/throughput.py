@@ -177,10 +177,19 @@ def measure(spark: "SparkSession", master: str, workload: Workload, path: Path,
     import pyarrow.parquet as pq
 
     rows = sum(pq.read_metadata(p).num_rows for p in path.glob("*.parquet"))
-    mt_s, result_rows = median_seconds(
-        lambda: match_trend_frame(spark, path, workload.query).count(), repeat)
-    pt_s, _ = median_seconds(lambda: passthrough_frame(spark, path, workload.query).count(), repeat)
-    return Measurement(master, workload.name, rows, result_rows, mt_s, pt_s, engine_s)
+    mt = lambda: match_trend_frame(spark, path, workload.query).count()  # noqa: E731
+    pt = lambda: passthrough_frame(spark, path, workload.query).count()  # noqa: E731
+    result_rows = mt()  # warm-up: Python workers started, kernels compiled
+    pt()
+    # Interleaved, so that a slower spell of a shared machine hits both alike.
+    mt_times, pt_times = [], []
+    for _ in range(max(1, repeat)):
+        for action, times in ((mt, mt_times), (pt, pt_times)):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+    return Measurement(master, workload.name, rows, result_rows, statistics.median(mt_times),
+                       statistics.median(pt_times), engine_s)
 
 
 def start(master: str, partitions: int, coalesce: bool, driver_memory: str) -> "SparkSession":
