@@ -169,3 +169,9 @@ def test_key_sorted_streams_close_keys_early() -> None:
     again.push(table.slice(table.num_rows - 10))
     with pytest.raises(cogra.DataError, match="declared sorted by key"):
         again.push(table.slice(0, 5))
+
+
+def test_column_types_the_kernels_refuse_are_found_before_any_batch() -> None:
+    schema = pa.schema([("type", pa.string()), ("time", pa.int64()), ("big", pa.uint64())])
+    with pytest.raises(StreamingUnsupported, match="uint64"):
+        StreamEvaluation(cogra.plan("RETURN SUM(A.big) PATTERN A+", schema), schema)

@@ -203,6 +203,15 @@ class StreamEvaluation:
                     why = f"{slot.attribute} is a decimal"
                 elif slot.kind in ("min", "max") and (pa.types.is_string(t) or pa.types.is_large_string(t)):
                     why = f"MIN/MAX of the string attribute {slot.attribute}"
+        if why is None:
+            # What the kernels refuse for a column type (uint64, strings summed, ...) shows
+            # on an empty batch: find it now, not at the first push.
+            from cogra.runtime.fast.executor import FastExecutor
+
+            try:
+                FastExecutor(Engine(self.plan, b.schema.empty_table()), streaming=True)
+            except Unsupported as reason:
+                why = str(reason)
         if why:
             raise StreamingUnsupported(f"this query cannot be evaluated as a stream: {why}; "
                                        "use cogra.evaluate on the whole table")
