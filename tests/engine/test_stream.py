@@ -175,3 +175,38 @@ def test_column_types_the_kernels_refuse_are_found_before_any_batch() -> None:
     schema = pa.schema([("type", pa.string()), ("time", pa.int64()), ("big", pa.uint64())])
     with pytest.raises(StreamingUnsupported, match="uint64"):
         StreamEvaluation(cogra.plan("RETURN SUM(A.big) PATTERN A+", schema), schema)
+
+
+@pytest.fixture(scope="module")
+def generated_kernels():
+    """Make every batch large enough for the per-shape generated kernels."""
+    from cogra.runtime.fast import executor
+
+    old = executor.SPECIALIZE_MIN_EVENTS
+    executor.SPECIALIZE_MIN_EVENTS = 0
+    yield
+    executor.SPECIALIZE_MIN_EVENTS = old
+
+
+@settings(max_examples=60, **COMMON)
+@given(case=cases(max_events=14), cuts=st.lists(st.integers(0, 100), max_size=6))
+def test_generated_kernels_continue_windows_too(case, cuts, generated_kernels) -> None:
+    q, table = case
+    try:
+        got = streamed(q.text, batches_of(table, cuts), schema=table.schema, on_overflow="null")
+    except StreamingUnsupported:
+        assume(False)
+        return
+    assert_same_result(got, whole(q.text, table, on_overflow="null"),
+                       context=f"\nquery:\n{q.text}\ncuts={cuts}\nstream:\n{table.to_pylist()}")
+
+
+def test_generated_kernel_on_large_batches_with_huge_counts() -> None:
+    # A+ under any over 2,000 events in one window: counts pass 2**600 and are rescaled
+    # inside the generated kernel; the stream equals the whole table.
+    n = 60_000
+    table = pa.table({"type": ["A"] * n, "time": np.arange(n) // 30, "v": np.arange(n) % 7})
+    query = "RETURN COUNT(*), AVG(A.v), MAX(A.v) PATTERN A+ WITHIN 100 seconds"
+    want = whole(query, table, on_overflow="null")
+    got = streamed(query, table.to_batches(max_chunksize=55_000), on_overflow="null")
+    assert_same_result(got, want)

@@ -295,9 +295,12 @@ class StreamEvaluation:
         self._close(final, done)
 
     def _run(self, table: pa.Table) -> None:
+        from cogra.runtime.fast import executor as fast_executor
         from cogra.runtime.fast.executor import FastExecutor
         from cogra.runtime.fast.finish import Context
         from cogra.runtime.fast.kernels import run_windows_from
+
+        SPECIALIZE_MIN_EVENTS = fast_executor.SPECIALIZE_MIN_EVENTS
 
         engine = Engine(self.plan, table)
         for k in ("rows_null_time", "rows_null_type"):
@@ -328,11 +331,18 @@ class StreamEvaluation:
         st_r, st_e = store.r[rows_w], store.e[rows_w]
         rows = subs.rows
         times = engine.time_np[rows]
-        run_windows_from(fast.mode, times, subs.bits, fast.pair_ok[rows], nv, fast.pred_ptr, fast.pred_idx,
-                         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min,
-                         fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-                         wins.lo.astype(np.int64), wins.hi.astype(np.int64),
-                         fast._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)
+        lo, hi = wins.lo.astype(np.int64), wins.hi.astype(np.int64)
+        if len(rows) >= SPECIALIZE_MIN_EVENTS:  # the query's generated kernel pays off
+            from cogra.runtime.fast.codegen import kernel_from_for
+
+            kernel_from_for(fast.shape())(times, subs.bits, fast.pair_ok[rows], fast.a_int, fast.a_flt,
+                                          fast.a_valid, fast.a_key, rows, lo, hi,
+                                          st_i, st_f, st_x, st_r, st_e)
+        else:
+            run_windows_from(fast.mode, times, subs.bits, fast.pair_ok[rows], nv, fast.pred_ptr,
+                             fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr,
+                             c.x_is_min, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows, lo, hi,
+                             fast._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)
         store.i[rows_w], store.f[rows_w], store.x[rows_w] = st_i, st_f, st_x
         store.r[rows_w], store.e[rows_w] = st_r, st_e
         self.stats["max_open_windows"] = max(self.stats["max_open_windows"], store.n_live)

@@ -38,7 +38,7 @@ from cogra.runtime.fast.channels import (
     OP_SUM_INT,
 )
 
-_LOADED: dict[str, Callable] = {}
+_LOADED: dict[str, object] = {}
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ def cache_dir() -> Path:
     return path
 
 
-def kernel_for(shape: Shape) -> Callable:
-    """The compiled kernel of a shape (generated, written and imported once)."""
+def _module_for(shape: Shape):
+    """The generated module of a shape (written and imported once)."""
     key = shape.key
     if key in _LOADED:
         return _LOADED[key]
@@ -83,8 +83,20 @@ def kernel_for(shape: Shape) -> Callable:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
-    _LOADED[key] = module.kernel
-    return module.kernel
+    _LOADED[key] = module
+    return module
+
+
+def kernel_for(shape: Shape) -> Callable:
+    """The compiled kernel of a shape (generated, written and imported once)."""
+    return _module_for(shape).kernel
+
+
+def kernel_from_for(shape: Shape) -> Callable:
+    """The shape's kernel that continues windows from carried states (streaming):
+    ``kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,
+    st_i, st_f, st_x, st_r, st_e)``, as :func:`kernels.run_windows_from`."""
+    return _module_for(shape).kernel_from
 
 
 class _Writer:
@@ -160,6 +172,102 @@ def generate(shape: Shape) -> str:
             w(f"{prefix}_f{k} *= scale")
 
     finals = list(s.final)
+
+    def window_loop(all_floats_watch: bool) -> None:
+        """The batches of window ``w`` (``i`` .. ``hi``) applied to the states s*, fin."""
+        w("i = win_lo[w]")
+        w("hi = win_hi[w]")
+        w("while i < hi:")
+        with w.block():
+            w("t = times[i]")
+            for v in range(nv):
+                reset(f"d{v}")
+            if s.mode == 1:
+                w("ext = U0")
+            w("j = i")
+            w("while j < hi and times[j] == t:")
+            with w.block():
+                w("bits = plays[j]")
+                w("r = rows[j]")
+                if s.pair_checks:
+                    w("okb = pair_ok[j]")
+                for v in range(nv):
+                    w(f"if bits & B{v}:")
+                    with w.block():
+                        reset("c")
+                        if v in s.start:
+                            w("c_i0 = U1")
+                            w("c_f0 = unit")
+                            w("c_r = True")
+                        for u in s.preds[v]:
+                            cond = f"okb & B{v * nv + u}" if (u, v) in s.pair_checks else "True"
+                            w(f"if {cond}:")
+                            with w.block():
+                                if s.mode == 1:
+                                    w(f"ext |= B{u}")
+                                w(f"if s{u}_r:")
+                                with w.block():
+                                    add("c", f"s{u}")
+                        w("if c_r:")
+                        with w.block():
+                            for (var, op, a, s1, s2, s3) in s.ops:
+                                if var != v:
+                                    continue
+                                if op == OP_CNT:
+                                    w(f"c_i{s1} += c_i0")
+                                    w(f"c_f{s2} += c_f0")
+                                    continue
+                                w(f"if a_valid[{a}, r]:")
+                                with w.block():
+                                    if op == OP_NN:
+                                        w(f"c_i{s1} += c_i0")
+                                        w(f"c_f{s2} += c_f0")
+                                    elif op == OP_SUM_INT:
+                                        w(f"x = a_int[{a}, r]")
+                                        w(f"c_i{s1} += np.uint64(x) * c_i0")
+                                        w(f"c_f{s2} += np.float64(x) * c_f0")
+                                        w(f"c_f{s3} += abs(np.float64(x)) * c_f0")
+                                    elif op == OP_SUM_FLOAT:
+                                        w(f"c_f{s2} += a_flt[{a}, r] * c_f0")
+                                        w(f"c_f{s3} += abs(a_flt[{a}, r]) * c_f0")
+                                    elif op in (OP_MIN, OP_MAX):
+                                        cmp = "<" if op == OP_MIN else ">"
+                                        w(f"if a_key[{a}, r] {cmp} c_x{s1}:")
+                                        with w.block():
+                                            w(f"c_x{s1} = a_key[{a}, r]")
+                            add(f"d{v}", "c")
+                w("j += 1")
+            # apply the batch
+            if s.mode == 2:
+                for v in range(nv):
+                    reset(f"s{v}")
+            elif s.mode == 1:
+                for u in range(nv):
+                    w(f"if ext & B{u}:")
+                    with w.block():
+                        reset(f"s{u}")
+            for v in range(nv):
+                w(f"if d{v}_r:")
+                with w.block():
+                    add(f"s{v}", f"d{v}")
+                    if s.mode != 0 and v in finals:
+                        add("fin", f"d{v}")
+            if all_floats_watch:
+                # Streaming: a window's length is unknown, so every float slot is watched.
+                watch = [f"abs(s{v}_f{k})" for v in range(nv) for k in range(n_f)]
+                watch += [f"abs(fin_f{k})" for k in range(n_f)]
+            else:
+                watch = [f"s{v}_f0" for v in range(nv)] + (["fin_f0"] if s.mode != 0 else [])
+            w(f"if max({', '.join(watch + ['0.0'])}) > rescale_above:")
+            with w.block():
+                w("scale = math.ldexp(1.0, -600)")
+                for v in range(nv):
+                    scale_floats(f"s{v}")
+                scale_floats("fin")
+                w("exponent += 600")
+                w("unit = math.ldexp(1.0, -exponent)")
+            w("i = j")
+
     w("@njit(cache=True, fastmath=False)")
     w("def kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
     w("           rescale_above, out_i, out_f, out_x, out_e, out_r):")
@@ -171,93 +279,7 @@ def generate(shape: Shape) -> str:
             reset("fin")
             w("exponent = 0")
             w("unit = 1.0")
-            w("i = win_lo[w]")
-            w("hi = win_hi[w]")
-            w("while i < hi:")
-            with w.block():
-                w("t = times[i]")
-                for v in range(nv):
-                    reset(f"d{v}")
-                if s.mode == 1:
-                    w("ext = U0")
-                w("j = i")
-                w("while j < hi and times[j] == t:")
-                with w.block():
-                    w("bits = plays[j]")
-                    w("r = rows[j]")
-                    if s.pair_checks:
-                        w("okb = pair_ok[j]")
-                    for v in range(nv):
-                        w(f"if bits & B{v}:")
-                        with w.block():
-                            reset("c")
-                            if v in s.start:
-                                w("c_i0 = U1")
-                                w("c_f0 = unit")
-                                w("c_r = True")
-                            for u in s.preds[v]:
-                                cond = f"okb & B{v * nv + u}" if (u, v) in s.pair_checks else "True"
-                                w(f"if {cond}:")
-                                with w.block():
-                                    if s.mode == 1:
-                                        w(f"ext |= B{u}")
-                                    w(f"if s{u}_r:")
-                                    with w.block():
-                                        add("c", f"s{u}")
-                            w("if c_r:")
-                            with w.block():
-                                for (var, op, a, s1, s2, s3) in s.ops:
-                                    if var != v:
-                                        continue
-                                    if op == OP_CNT:
-                                        w(f"c_i{s1} += c_i0")
-                                        w(f"c_f{s2} += c_f0")
-                                        continue
-                                    w(f"if a_valid[{a}, r]:")
-                                    with w.block():
-                                        if op == OP_NN:
-                                            w(f"c_i{s1} += c_i0")
-                                            w(f"c_f{s2} += c_f0")
-                                        elif op == OP_SUM_INT:
-                                            w(f"x = a_int[{a}, r]")
-                                            w(f"c_i{s1} += np.uint64(x) * c_i0")
-                                            w(f"c_f{s2} += np.float64(x) * c_f0")
-                                            w(f"c_f{s3} += abs(np.float64(x)) * c_f0")
-                                        elif op == OP_SUM_FLOAT:
-                                            w(f"c_f{s2} += a_flt[{a}, r] * c_f0")
-                                            w(f"c_f{s3} += abs(a_flt[{a}, r]) * c_f0")
-                                        elif op in (OP_MIN, OP_MAX):
-                                            cmp = "<" if op == OP_MIN else ">"
-                                            w(f"if a_key[{a}, r] {cmp} c_x{s1}:")
-                                            with w.block():
-                                                w(f"c_x{s1} = a_key[{a}, r]")
-                                add(f"d{v}", "c")
-                    w("j += 1")
-                # apply the batch
-                if s.mode == 2:
-                    for v in range(nv):
-                        reset(f"s{v}")
-                elif s.mode == 1:
-                    for u in range(nv):
-                        w(f"if ext & B{u}:")
-                        with w.block():
-                            reset(f"s{u}")
-                for v in range(nv):
-                    w(f"if d{v}_r:")
-                    with w.block():
-                        add(f"s{v}", f"d{v}")
-                        if s.mode != 0 and v in finals:
-                            add("fin", f"d{v}")
-                watch = [f"s{v}_f0" for v in range(nv)] + (["fin_f0"] if s.mode != 0 else [])
-                w(f"if max({', '.join(watch + ['0.0'])}) > rescale_above:")
-                with w.block():
-                    w("scale = math.ldexp(1.0, -600)")
-                    for v in range(nv):
-                        scale_floats(f"s{v}")
-                    scale_floats("fin")
-                    w("exponent += 600")
-                    w("unit = math.ldexp(1.0, -exponent)")
-                w("i = j")
+            window_loop(False)
             if s.mode == 0:
                 for v in finals:
                     w(f"if s{v}_r:")
@@ -271,4 +293,33 @@ def generate(shape: Shape) -> str:
                 w(f"out_x[w, {k}] = fin_x{k}")
             w("out_e[w] = exponent")
             w("out_r[w] = fin_r")
+    w()
+    w("@njit(cache=True, fastmath=False)")
+    w("def kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
+    w("                st_i, st_f, st_x, st_r, st_e):")
+    with w.block():
+        w(f"rescale_above = {float(2.0**600)!r}")
+        w("for w in range(win_lo.shape[0]):")
+        with w.block():
+            rows_ = [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]
+            for prefix, row in rows_:
+                for k in range(n_i):
+                    w(f"{prefix}_i{k} = st_i[w, {row}, {k}]")
+                for k in range(n_f):
+                    w(f"{prefix}_f{k} = st_f[w, {row}, {k}]")
+                for k in range(n_x):
+                    w(f"{prefix}_x{k} = st_x[w, {row}, {k}]")
+                w(f"{prefix}_r = st_r[w, {row}]")
+            w("exponent = st_e[w]")
+            w("unit = math.ldexp(1.0, -exponent)")
+            window_loop(True)
+            for prefix, row in rows_:
+                for k in range(n_i):
+                    w(f"st_i[w, {row}, {k}] = {prefix}_i{k}")
+                for k in range(n_f):
+                    w(f"st_f[w, {row}, {k}] = {prefix}_f{k}")
+                for k in range(n_x):
+                    w(f"st_x[w, {row}, {k}] = {prefix}_x{k}")
+                w(f"st_r[w, {row}] = {prefix}_r")
+            w("st_e[w] = exponent")
     return w.text()

@@ -288,7 +288,7 @@ class FastExecutor:
         """A generated kernel and its rescale bound, when it pays off and is safe."""
         if self.kept or n_events < SPECIALIZE_MIN_EVENTS or len(lo) == 0:
             return None
-        from cogra.runtime.fast.codegen import Shape, kernel_for
+        from cogra.runtime.fast.codegen import kernel_for
 
         # Trend counts are watched against a bound such that no slot can reach inf
         # before the next check: sums are at most count * window * max|x|, and one batch
@@ -298,8 +298,14 @@ class FastExecutor:
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
         if not bound > 2.0**620:
             return None
+        return kernel_for(self.shape()), bound
+
+    def shape(self):
+        """The query's shape, for the generated kernels (:mod:`codegen`)."""
+        from cogra.runtime.fast.codegen import Shape
+
         b = self.engine.bound
-        shape = Shape(
+        return Shape(
             mode=self.mode, nv=self.nv,
             preds=tuple(tuple(sorted(b.automaton.pred[v])) for v in range(self.nv)),
             start=tuple(sorted(b.automaton.start)), final=tuple(sorted(b.automaton.final)),
@@ -308,7 +314,6 @@ class FastExecutor:
             x_is_min=tuple(bool(x) for x in self.chan.x_is_min),
             pair_checks=tuple(sorted(self.engine.pairs.by_pair)),
         )
-        return kernel_for(shape), bound
 
     @staticmethod
     def _max_batch(times: np.ndarray, plays: np.ndarray) -> int:
