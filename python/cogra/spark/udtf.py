@@ -392,8 +392,8 @@ def streaming_enabled() -> bool:
 
     Streaming bounds a task's memory by the open windows instead of the largest key group
     (a skewed key cannot exhaust a worker); its Python costs more per row than the chunked
-    route (1M rows of q2 tumbling in 10k-row batches: 0.34 s vs 0.13 s), which still stays
-    well below Spark's own cost per row."""
+    route (1M rows of q2 tumbling in 10k-row batches: 0.23 s vs 0.11 s), which stays well
+    below Spark's own cost per row (MATCH_TREND rows/s were equal in both routes)."""
     return os.environ.get(STREAMING_ENV, "1") != "0"
 
 
