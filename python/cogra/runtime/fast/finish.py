@@ -243,21 +243,24 @@ approximation is within 1e-6 of the bound (the margin FITS_* rely on too), below
 def _limb(out: KernelOut, ii: int, fi: int, bi: int, unsigned: bool):
     """One modular channel as ``(known, hi, lo)``: value = hi * 2**32 + lo where known."""
     e = out.e
+    rescaled = bool(e.any())
     with np.errstate(over="ignore", invalid="ignore"):
-        bound = np.ldexp(out.f[:, bi], e)
-        approx = np.ldexp(out.f[:, fi], e)
+        bound = np.ldexp(out.f[:, bi], e) if rescaled else out.f[:, bi]
     r = out.i[:, ii]
     if unsigned:
         hi, lo = (r >> np.uint64(SPLIT_SHIFT)).astype(np.int64), (r & np.uint64(LOW)).astype(np.int64)
-        r_float = r.astype(np.float64)
     else:
         hi, lo = _exact_parts(r.view(np.int64))
-        r_float = r.view(np.int64).astype(np.float64)
     fits = FITS_UNSIGNED if unsigned else FITS_SIGNED
     known = bound < RESOLVABLE
-    with np.errstate(invalid="ignore"):
-        wraps = np.where(known & (bound >= fits), np.rint((approx - r_float) / 2.0**64), 0.0)
-    return known, hi + wraps.astype(np.int64) * np.int64(1 << SPLIT_SHIFT), lo
+    wrapped = np.flatnonzero(known & (bound >= fits))
+    if len(wrapped):  # past 2**64 (or 2**63): the approximation names the multiple of 2**64
+        with np.errstate(over="ignore", invalid="ignore"):
+            approx = np.ldexp(out.f[wrapped, fi], e[wrapped])
+        r_float = (r[wrapped] if unsigned else r[wrapped].view(np.int64)).astype(np.float64)
+        hi = hi.copy()
+        hi[wrapped] += np.rint((approx - r_float) / 2.0**64).astype(np.int64) * np.int64(1 << SPLIT_SHIFT)
+    return known, hi, lo
 
 
 def number(entry: tuple, out: KernelOut) -> Number:
