@@ -8,3 +8,17 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def generated_kernels():
+    """Make every input large enough for the per-shape generated kernels (codegen)."""
+    from cogra.runtime.fast import executor
+
+    old = executor.SPECIALIZE_MIN_EVENTS
+    executor.SPECIALIZE_MIN_EVENTS = 0
+    yield
+    executor.SPECIALIZE_MIN_EVENTS = old

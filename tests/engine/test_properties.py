@@ -53,7 +53,7 @@ def test_engine_equals_reference_many(case) -> None:
 
 @settings(max_examples=25, **COMMON)
 @given(case=cases(max_events=12))
-def test_generated_kernels_equal_reference(case, monkeypatch_module) -> None:
+def test_generated_kernels_equal_reference(case, generated_kernels) -> None:
     """The per-shape generated kernels (normally only for large inputs) on small cases."""
     check(*case)
 
@@ -61,16 +61,6 @@ def test_generated_kernels_equal_reference(case, monkeypatch_module) -> None:
 @pytest.mark.slow
 @settings(max_examples=400, **COMMON)
 @given(case=cases(max_events=12))
-def test_generated_kernels_equal_reference_many(case, monkeypatch_module) -> None:
+def test_generated_kernels_equal_reference_many(case, generated_kernels) -> None:
     check(*case)
 
-
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    """Make every input large enough for the generated kernels."""
-    from cogra.runtime.fast import executor
-
-    old = executor.SPECIALIZE_MIN_EVENTS
-    executor.SPECIALIZE_MIN_EVENTS = 0
-    yield
-    executor.SPECIALIZE_MIN_EVENTS = old

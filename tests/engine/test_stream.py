@@ -43,9 +43,8 @@ def whole(query: str, table: pa.Table, **kw) -> pa.Table:
         return cogra.evaluate(query, table, **kw)
 
 
-@settings(max_examples=400, **COMMON)
-@given(case=cases(max_events=14), cuts=st.lists(st.integers(0, 100), max_size=6))
-def test_batches_equal_the_whole_table(case, cuts) -> None:
+def check_batches(case, cuts) -> None:
+    """The stream of ``case`` cut at ``cuts`` equals the whole table (skip what cannot stream)."""
     q, table = case
     try:
         got = streamed(q.text, batches_of(table, cuts), schema=table.schema, on_overflow="null")
@@ -54,6 +53,12 @@ def test_batches_equal_the_whole_table(case, cuts) -> None:
         return
     assert_same_result(got, whole(q.text, table, on_overflow="null"),
                        context=f"\nquery:\n{q.text}\ncuts={cuts}\nstream:\n{table.to_pylist()}")
+
+
+@settings(max_examples=400, **COMMON)
+@given(case=cases(max_events=14), cuts=st.lists(st.integers(0, 100), max_size=6))
+def test_batches_equal_the_whole_table(case, cuts) -> None:
+    check_batches(case, cuts)
 
 
 @pytest.mark.parametrize("semantics", ["skip-till-any-match", "skip-till-next-match", "contiguous"])
@@ -177,28 +182,10 @@ def test_column_types_the_kernels_refuse_are_found_before_any_batch() -> None:
         StreamEvaluation(cogra.plan("RETURN SUM(A.big) PATTERN A+", schema), schema)
 
 
-@pytest.fixture(scope="module")
-def generated_kernels():
-    """Make every batch large enough for the per-shape generated kernels."""
-    from cogra.runtime.fast import executor
-
-    old = executor.SPECIALIZE_MIN_EVENTS
-    executor.SPECIALIZE_MIN_EVENTS = 0
-    yield
-    executor.SPECIALIZE_MIN_EVENTS = old
-
-
 @settings(max_examples=60, **COMMON)
 @given(case=cases(max_events=14), cuts=st.lists(st.integers(0, 100), max_size=6))
 def test_generated_kernels_continue_windows_too(case, cuts, generated_kernels) -> None:
-    q, table = case
-    try:
-        got = streamed(q.text, batches_of(table, cuts), schema=table.schema, on_overflow="null")
-    except StreamingUnsupported:
-        assume(False)
-        return
-    assert_same_result(got, whole(q.text, table, on_overflow="null"),
-                       context=f"\nquery:\n{q.text}\ncuts={cuts}\nstream:\n{table.to_pylist()}")
+    check_batches(case, cuts)
 
 
 def test_generated_kernel_on_large_batches_with_huge_counts() -> None:

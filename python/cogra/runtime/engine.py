@@ -401,13 +401,6 @@ class Engine:
         return build_table(self.bound.query, self.bound.schema, self._rows(subs, wins, fast, out),
                            time_type=self.bound.time_type, on_overflow=on_overflow, metadata=metadata)
 
-    def run(self) -> list[ResultRow]:
-        """Exact result rows (unordered, untyped) of every (window, group)."""
-        subs = self.substreams()
-        wins = self.window_ranges(subs)
-        fast, out = self._run_kernels(subs, wins)
-        return self._rows(subs, wins, fast, out)
-
     def _run_kernels(self, subs: SubStreams, wins: "Windows"):
         """``(fast executor, kernel output)``; ``(None, None)`` where the kernels do not apply."""
         self.stats["windows"] = len(wins.seg)

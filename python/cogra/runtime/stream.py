@@ -230,8 +230,8 @@ class StreamEvaluation:
             table = pa.concat_tables([self.held, table])
         times, valid = self._valid_times(table)
         codes, keys = self._key_values(table)
-        self._check_order(times, valid, codes, keys)  # held rows sit at their key's last time: fine
-        hold = self._latest_per_key(times, valid, codes, keys)
+        latest = self._check_order(times, valid, codes, keys)  # held rows sit at their key's last time: fine
+        hold = self._hold_latest(times, valid, codes, keys, latest)
         done: list[tuple] = []
         if self.key_sorted:
             # Only the last key can continue; every other key in here is complete.
@@ -258,7 +258,9 @@ class StreamEvaluation:
             return micros(pc.fill_null(col, 0)), valid
         return np.asarray(pc.fill_null(col, 0).to_numpy(zero_copy_only=False), dtype=np.int64), valid
 
-    def _check_order(self, times: np.ndarray, valid: np.ndarray, codes: np.ndarray, keys: list[tuple]) -> None:
+    def _check_order(self, times: np.ndarray, valid: np.ndarray, codes: np.ndarray,
+                     keys: list[tuple]) -> np.ndarray:
+        """Reject a key going back in time; return each key's latest time (int64 min: none)."""
         big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
         first = np.full(len(keys), big, np.int64)
         latest = np.full(len(keys), small, np.int64)
@@ -276,12 +278,11 @@ class StreamEvaluation:
                                 f"of time order across batches ({lo} after {last}); a stream must "
                                 "bring each sub-stream's events in time order")
             self.last_time[key] = hi if last is None else max(hi, last)
+        return latest
 
-    def _latest_per_key(self, times: np.ndarray, valid: np.ndarray, codes: np.ndarray,
-                        keys: list[tuple]) -> pa.Array:
+    def _hold_latest(self, times: np.ndarray, valid: np.ndarray, codes: np.ndarray, keys: list[tuple],
+                     latest: np.ndarray) -> pa.Array:
         """Rows at their key's latest time: more events of that time may follow."""
-        latest = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
-        np.maximum.at(latest, codes[valid], times[valid])
         for code, key in enumerate(keys):
             if latest[code] != np.iinfo(np.int64).min:
                 self.watermark[key] = int(latest[code])
@@ -299,8 +300,6 @@ class StreamEvaluation:
         from cogra.runtime.fast.executor import FastExecutor
         from cogra.runtime.fast.finish import Context
         from cogra.runtime.fast.kernels import run_windows_from
-
-        SPECIALIZE_MIN_EVENTS = fast_executor.SPECIALIZE_MIN_EVENTS
 
         engine = Engine(self.plan, table)
         for k in ("rows_null_time", "rows_null_type"):
@@ -332,7 +331,7 @@ class StreamEvaluation:
         rows = subs.rows
         times = engine.time_np[rows]
         lo, hi = wins.lo.astype(np.int64), wins.hi.astype(np.int64)
-        if len(rows) >= SPECIALIZE_MIN_EVENTS:  # the query's generated kernel pays off
+        if len(rows) >= fast_executor.SPECIALIZE_MIN_EVENTS:  # the query's generated kernel pays off
             from cogra.runtime.fast.codegen import kernel_from_for
 
             kernel_from_for(fast.shape())(times, subs.bits, fast.pair_ok[rows], fast.a_int, fast.a_flt,
@@ -491,12 +490,4 @@ def _slots(bound: Any):
     return [s for s in layout.slots if s.attribute]
 
 
-def evaluate_batches(plan: Any, schema: pa.Schema, batches: Iterable[pa.RecordBatch | pa.Table], *,
-                     on_overflow: str = "error") -> tuple[pa.Table, StreamEvaluation]:
-    stream = StreamEvaluation(plan, schema, on_overflow=on_overflow)
-    for batch in batches:
-        stream.push(batch)
-    return stream.finish(), stream
-
-
-__all__ = ["StreamEvaluation", "StreamingUnsupported", "WindowStore", "evaluate_batches"]
+__all__ = ["StreamEvaluation", "StreamingUnsupported", "WindowStore"]

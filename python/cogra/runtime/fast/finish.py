@@ -56,9 +56,6 @@ from cogra.runtime.output import build_table, order, table_schema
 ENABLED = True
 """Tests switch this off to run the row path on the same inputs."""
 
-TWO63 = 2.0**63
-
-
 def applies(engine: Any, fast: Any, wins: Any) -> bool:
     if not ENABLED or wins.start is None:
         return False

@@ -235,6 +235,53 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
 
 
 @njit(cache=True)
+def _run_window(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+                prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
+                si, sf, sx, sr, exponent, bi, bf, bx, bvar):
+    """Events ``lo .. hi-1``, batch by batch (ties together), applied to the state
+    ``s*`` whose floats are scaled by ``2**-exponent``; returns the new exponent."""
+    fin = nv
+    unit = math.ldexp(1.0, -exponent)
+    i = lo
+    while i < hi:
+        j = i + 1
+        while j < hi and times[j] == times[i]:
+            j += 1
+        _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+               prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
+               si, sf, sx, sr, bi, bf, bx, bvar)
+        big = _max_abs_row(sf, fin)  # empty until the end under any
+        for v in range(nv):
+            m = _max_abs_row(sf, v)
+            if m > big:
+                big = m
+        if big > RESCALE_ABOVE:
+            sf *= math.ldexp(1.0, -RESCALE_STEP)
+            exponent += RESCALE_STEP
+            unit = math.ldexp(1.0, -exponent)
+        i = j
+    return exponent
+
+
+@njit(cache=True)
+def _emit_window(mode, nv, final_bits, x_is_min, si, sf, sx, sr, exponent, w,
+                 out_i, out_f, out_x, out_e, out_r):
+    """Row ``w`` of the outputs: the finished trends (under any, those ending at a final
+    variable are added now)."""
+    fin = nv
+    if mode == 0:
+        for v in range(nv):
+            if _bit(final_bits, v) and sr[v]:
+                _add_row(si, sf, sx, fin, si, sf, sx, v, x_is_min)
+                sr[fin] = True
+    out_i[w] = si[fin]
+    out_f[w] = sf[fin]
+    out_x[w] = sx[fin]
+    out_e[w] = exponent
+    out_r[w] = sr[fin]
+
+
+@njit(cache=True)
 def run_windows(
     mode,  # 0 any (type-grained), 1 next, 2 contiguous
     times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
@@ -250,7 +297,6 @@ def run_windows(
     sf = np.zeros((nv + 1, n_f), np.float64)
     sx = np.zeros((nv + 1, n_x), np.int64)
     sr = np.zeros(nv + 1, np.bool_)
-    fin = nv
     # One state per (event, variable) of the current batch.
     bi = np.zeros((max_batch, n_i), np.uint64)
     bf = np.zeros((max_batch, n_f), np.float64)
@@ -260,38 +306,11 @@ def run_windows(
         for r in range(nv + 1):
             _reset_row(si, sf, sx, r, x_is_min)
             sr[r] = False
-        exponent = 0
-        unit = 1.0
-        i = win_lo[w]
-        hi = win_hi[w]
-        while i < hi:
-            j = i + 1
-            while j < hi and times[j] == times[i]:
-                j += 1
-            _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-                   prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
-                   si, sf, sx, sr, bi, bf, bx, bvar)
-            big = _max_abs_row(sf, fin) if mode != 0 else 0.0
-            for v in range(nv):
-                m = _max_abs_row(sf, v)
-                if m > big:
-                    big = m
-            if big > RESCALE_ABOVE:
-                scale = math.ldexp(1.0, -RESCALE_STEP)
-                sf *= scale
-                exponent += RESCALE_STEP
-                unit = math.ldexp(1.0, -exponent)
-            i = j
-        if mode == 0:
-            for v in range(nv):
-                if _bit(final_bits, v) and sr[v]:
-                    _add_row(si, sf, sx, fin, si, sf, sx, v, x_is_min)
-                    sr[fin] = True
-        out_i[w] = si[fin]
-        out_f[w] = sf[fin]
-        out_x[w] = sx[fin]
-        out_e[w] = exponent
-        out_r[w] = sr[fin]
+        exponent = _run_window(mode, win_lo[w], win_hi[w], times, plays, pair_ok, nv, pred_ptr, pred_idx,
+                               start_bits, final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid,
+                               a_key, rows, si, sf, sx, sr, 0, bi, bf, bx, bvar)
+        _emit_window(mode, nv, final_bits, x_is_min, si, sf, sx, sr, exponent, w,
+                     out_i, out_f, out_x, out_e, out_r)
 
 
 @njit(cache=True)
@@ -311,35 +330,11 @@ def run_windows_from(
     n_i = st_i.shape[2]
     n_f = st_f.shape[2]
     n_x = st_x.shape[2]
-    fin = nv
     bi = np.zeros((max_batch, n_i), np.uint64)
     bf = np.zeros((max_batch, n_f), np.float64)
     bx = np.zeros((max_batch, n_x), np.int64)
     bvar = np.zeros(max_batch, np.int64)
     for w in range(win_lo.shape[0]):
-        si = st_i[w]
-        sf = st_f[w]
-        sx = st_x[w]
-        sr = st_r[w]
-        exponent = st_e[w]
-        unit = math.ldexp(1.0, -exponent)
-        i = win_lo[w]
-        hi = win_hi[w]
-        while i < hi:
-            j = i + 1
-            while j < hi and times[j] == times[i]:
-                j += 1
-            _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-                   prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
-                   si, sf, sx, sr, bi, bf, bx, bvar)
-            big = _max_abs_row(sf, fin)
-            for v in range(nv):
-                m = _max_abs_row(sf, v)
-                if m > big:
-                    big = m
-            if big > RESCALE_ABOVE:
-                sf *= math.ldexp(1.0, -RESCALE_STEP)
-                exponent += RESCALE_STEP
-                unit = math.ldexp(1.0, -exponent)
-            i = j
-        st_e[w] = exponent
+        st_e[w] = _run_window(mode, win_lo[w], win_hi[w], times, plays, pair_ok, nv, pred_ptr, pred_idx,
+                              start_bits, final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid,
+                              a_key, rows, st_i[w], st_f[w], st_x[w], st_r[w], st_e[w], bi, bf, bx, bvar)

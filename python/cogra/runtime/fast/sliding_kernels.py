@@ -40,7 +40,7 @@ import math
 import numpy as np
 from numba import njit
 
-from cogra.runtime.fast.kernels import _add_row, _batch, _bit, _reset_row
+from cogra.runtime.fast.kernels import _batch, _emit_window, _reset_row
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
@@ -372,13 +372,4 @@ def run_sliding(
             if we < 0:
                 seg_done[seg] = False
                 continue
-        if mode == 0:
-            for v in range(nv):
-                if _bit(final_bits, v) and wr[v]:
-                    _add_row(wi, wf, wx, nv, wi, wf, wx, v, x_is_min)
-                    wr[nv] = True
-        out_i[w] = wi[nv]
-        out_f[w] = wf[nv]
-        out_x[w] = wx[nv]
-        out_e[w] = we
-        out_r[w] = wr[nv]
+        _emit_window(mode, nv, final_bits, x_is_min, wi, wf, wx, wr, we, w, out_i, out_f, out_x, out_e, out_r)
