@@ -159,6 +159,10 @@ def activity(n_events: int = 63_000, n_people: int = 14, n_activities: int = 18,
       (those in :data:`PASSIVE` are passive); ``activity_id`` int64, 1-based index in
       :data:`ACTIVITIES`; ``rate`` int64 heart rate.
 
+    A person's monitor gives one reading at a time: while ``rate <= n_people`` no person
+    has two measurements in the same second (a collision moves the later one on), so
+    each person's series is strictly increasing in time, as the report's data is.
+
     Each person does one activity for a stretch (about 300 of their measurements), then
     switches.  The heart rate is a walk of steps -2..2 reflected into a band 20 bpm wide
     above the activity's typical rate (plus a per-person offset): passive activities
@@ -170,6 +174,8 @@ def activity(n_events: int = 63_000, n_people: int = 14, n_activities: int = 18,
     rng = np.random.default_rng(seed)
     time = _poisson_times(rng, n_events, rate, start)
     patient = rng.integers(0, n_people, n_events)
+    if rate <= n_people and n_events:
+        time = _one_per_second(patient, time)
 
     # Stretches: a new one at each person's first measurement and then at random.
     act = np.empty(n_events, np.int64)
@@ -188,7 +194,7 @@ def activity(n_events: int = 63_000, n_people: int = 14, n_activities: int = 18,
     person = rng.integers(-6, 7, n_people)
     heart = base[act] + person[patient] + reflected
     passive = np.array([a in PASSIVE for a in names])
-    return pa.table({
+    table = pa.table({
         "type": _strings(["Measurement"], np.zeros(n_events, np.int8)),
         "time": pa.array(time, pa.int64()),
         "patient": pa.array(patient + 1, pa.int64()),
@@ -197,6 +203,23 @@ def activity(n_events: int = 63_000, n_people: int = 14, n_activities: int = 18,
         "activity_id": pa.array(act + 1, pa.int64()),
         "rate": pa.array(heart, pa.int64()),
     })
+    return table.take(np.argsort(time, kind="stable"))
+
+
+def _one_per_second(keys: np.ndarray, time: np.ndarray) -> np.ndarray:
+    """``time`` made strictly increasing within each key, moving collisions later.
+
+    Within a key's i-th row: ``t'_i = max(t_i, t'_{i-1} + 1)``, i.e. ``i + max_{j<=i}(t_j - j)``.
+    """
+    order, starts = _group_sort(keys)
+    group = np.cumsum(starts) - 1
+    first = np.flatnonzero(starts)
+    idx = np.arange(len(order)) - first[group]
+    span = int(time.max() - time.min()) + len(order) + 1
+    shifted = time[order] - idx + group * span  # groups never overlap: one running max
+    out = np.empty_like(time)
+    out[order] = np.maximum.accumulate(shifted) - group * span + idx
+    return out
 
 
 # --------------------------------------------------------------------------- trips

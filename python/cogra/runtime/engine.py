@@ -266,6 +266,61 @@ class Engine:
             bits[~ok] &= ~np.uint64(1 << (v * nv + u))
         return bits
 
+    def contiguous_pair_ok_bits(self, subs: "SubStreams") -> np.ndarray | None:
+        """:meth:`pair_ok_bits` with the predicates that read the earlier event folded in,
+        under ``contiguous`` where that is exact; else None.
+
+        Under ``contiguous`` an event's only possible predecessors are the events at the
+        sub-stream's previous timestamp (SEMANTICS.md §3: nothing may lie strictly
+        between).  When that timestamp holds a single event, the predecessor is a fact of
+        the stream, not of a partial trend, so ``A.x < NEXT(A).x`` can be decided per row
+        like a predicate on the new event alone -- and the variable needs no per-event
+        state: the pattern-grained kernel (and window sharing) apply.  It needs each row in
+        one sub-stream (no variable keys) and no tie at any predecessor timestamp; a
+        window's first event has its predecessor outside the window, where the kernel's
+        state is empty, so windows need nothing extra.
+        """
+        b = self.bound
+        if self.plan.executor is not Executor.CONTIGUOUS or any(b.var_keys[v] for v in range(len(b.var_keys))):
+            return None
+        pos_rows = subs.rows
+        n_pos = len(pos_rows)
+        prev_row = np.arange(self.n, dtype=np.int64)  # rows without a predecessor: themselves
+        has_prev = np.zeros(self.n, dtype=bool)
+        if n_pos > 1:
+            t = self.time_np[pos_rows]
+            seg_start = np.zeros(n_pos, dtype=bool)
+            seg_start[subs.seg_ptr[:-1][subs.seg_ptr[:-1] < n_pos]] = True
+            new_time = np.ones(n_pos, dtype=bool)
+            new_time[1:] = t[1:] != t[:-1]
+            new_time |= seg_start
+            # First position of each position's time group, and of the group before it.
+            group_first = np.maximum.accumulate(np.where(new_time, np.arange(n_pos), 0))
+            before = group_first - 1
+            exists = (group_first > 0) & ~seg_start[group_first]
+            prev_first = group_first[np.maximum(before, 0)]
+            if bool(np.any(exists & (prev_first != before))):
+                return None  # a tie at some predecessor timestamp: kept per event
+            idx = np.flatnonzero(exists)
+            prev_row[pos_rows[idx]] = pos_rows[before[idx]]
+            has_prev[pos_rows[idx]] = True
+        nv = len(b.automaton.names)
+        bits = self.pair_ok_bits()
+        for (u, v), preds in self.pairs.by_pair.items():
+            reading = [p for p in preds if p.uses_prev]
+            if not reading:
+                continue
+            ok = np.ones(self.n, dtype=bool)
+            for p in reading:
+                def env(role: str, attr: str, _prev=prev_row) -> Val:
+                    data, valid = self.columns[attr]
+                    if role == ROLE_NEXT:
+                        return Val(data, valid)
+                    return Val(data[_prev], valid[_prev])
+                ok &= truth(evaluate(p.expression, env), self.n)
+            bits[has_prev & ~ok] &= ~np.uint64(1 << (v * nv + u))
+        return bits
+
     # -- sub-streams ----------------------------------------------------------------------
     def substreams(self) -> SubStreams:
         b = self.bound
@@ -404,7 +459,7 @@ class Engine:
     def _run_kernels(self, subs: SubStreams, wins: "Windows"):
         """``(fast executor, kernel output)``; ``(None, None)`` where the kernels do not apply."""
         self.stats["windows"] = len(wins.seg)
-        fast = self._fast_executor()
+        fast = self._fast_executor(subs)
         if fast is None or not len(wins.seg):
             return fast, None
         out = None
@@ -468,13 +523,13 @@ class Engine:
 
         return attribute_scales(self.table, self.layout.attributes)
 
-    def _fast_executor(self):
+    def _fast_executor(self, subs: SubStreams | None = None):
         if self.use_fast is False:
             return None
         from cogra.runtime.fast.executor import FastExecutor, Unsupported
 
         try:
-            return FastExecutor(self)
+            return FastExecutor(self, subs=subs)
         except Unsupported as why:
             if self.use_fast:
                 raise

@@ -44,10 +44,12 @@ def _popcount(bits: np.ndarray) -> np.ndarray:
 class FastExecutor:
     UNDECIDED = UNDECIDED
 
-    def __init__(self, engine: Any, *, streaming: bool = False):
+    def __init__(self, engine: Any, *, streaming: bool = False, subs: Any = None):
         """``streaming``: encodings must not depend on the data (the streaming engine
         carries states across batches): every float sum is split into two limbs, and
-        MIN/MAX over strings (ranks in the batch's dictionary) is refused."""
+        MIN/MAX over strings (ranks in the batch's dictionary) is refused.  ``subs``: the
+        sub-streams about to be run; under ``contiguous`` they may show that no variable
+        needs per-event state (:meth:`Engine.contiguous_pair_ok_bits`)."""
         b = engine.bound
         self.engine = engine
         self.streaming = streaming
@@ -74,6 +76,10 @@ class FastExecutor:
         self.op_ptr = np.searchsorted(prog[:, 0], np.arange(self.nv + 1)).astype(np.int64)
         self.pair_ok = engine.pair_ok_bits()
         self.kept = b.kept_variables
+        if self.kept and subs is not None:
+            folded = engine.contiguous_pair_ok_bits(subs)
+            if folded is not None:
+                self.pair_ok, self.kept = folded, frozenset()
         if self.kept:
             self._indexed_pairs()
 
