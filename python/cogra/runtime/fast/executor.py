@@ -98,12 +98,17 @@ class FastExecutor:
             if len(reading) > 1:
                 raise Unsupported(f"several predicates read {eng.bound.automaton.names[u]} for one pair")
             op, h, hv, g, gv = split_comparison(reading[0].expression, eng.columns, n)
-            vals = np.unique(h[hv])
-            fl, a, bnd, eq = pair_ranges(op, vals, g)
+            vals, inverse = np.unique(h[hv], return_inverse=True)
+            ranks = np.zeros(n, np.int64)
+            ranks[hv] = inverse
+            # Usually both sides read one attribute (A.price > NEXT(A).price): then each
+            # value's rank is known and no search over the (often ~n) distinct values is needed.
+            same = bool(np.array_equal(hv, gv) and np.array_equal(h[hv], g[gv]))
+            fl, a, bnd, eq = pair_ranges(op, vals, g, ranks if same else None)
             self.pair_of[u, v] = len(flags)
             flags.append(fl)
             ms.append(len(vals))
-            h_rank.append(np.searchsorted(vals, h).astype(np.int64))
+            h_rank.append(ranks)
             h_valid.append(hv)
             q_a.append(a)
             q_b.append(bnd)

@@ -37,20 +37,31 @@ from cogra.runtime.fast.kernels import (
     _contribute,
     _max_abs,
     _reset,
+    _reset_row,
 )
+from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
+
+PACK_BITS = 24
+PACK = 1 << PACK_BITS  # windows below this many events sort packed (rank, position) keys
+PACK_RANKS = 1 << (62 - PACK_BITS)  # ... and tables below this many rows (ranks < rows)
 
 # Which rank ranges a comparison h ∘ g selects (flags: prefix, suffix, equal).
 USE_PREFIX, USE_SUFFIX, USE_EQUAL = 1, 2, 4
 
 
-def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray,
+                g_rank: np.ndarray | None = None) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """For ``h op g`` over the sorted distinct values ``vals`` of ``h``: the rank ranges.
 
+    ``g_rank``: where every ``g`` is one of ``vals``, its index there (saves two searches).
     Returns ``(flags, a, b, eq)``: prefix ``[0, a)``, suffix ``[b, M)``, equal rank ``eq``
     (-1 when no value equals ``g``).
     """
-    lt = np.searchsorted(vals, g, side="left").astype(np.int64)   # number of values < g
-    le = np.searchsorted(vals, g, side="right").astype(np.int64)  # number of values <= g
+    if g_rank is not None:
+        lt, le = g_rank, g_rank + 1
+    else:
+        lt = np.searchsorted(vals, g, side="left").astype(np.int64)   # number of values < g
+        le = np.searchsorted(vals, g, side="right").astype(np.int64)  # number of values <= g
     eq = np.where(le > lt, lt, -1).astype(np.int64)
     m = len(vals)
     if op == "<":
@@ -80,46 +91,128 @@ def _in_range(flags, r, a, b, eq):
 
 
 @njit(cache=True, inline="always")
-def _catch_up(tf, te, i, exponent):
+def _catch_up(tf, te, p, t, i, exponent):
     """Nodes are rescaled lazily: bring node ``i``'s floats to the current exponent."""
-    if te[i] != exponent:
-        factor = math.ldexp(1.0, te[i] - exponent)
-        for k in range(tf.shape[1]):
-            tf[i, k] *= factor
-        te[i] = exponent
+    if te[p, t, i] != exponent:
+        factor = math.ldexp(1.0, te[p, t, i] - exponent)
+        for k in range(tf.shape[3]):
+            tf[p, t, i, k] *= factor
+        te[p, t, i] = exponent
 
 
-@njit(cache=True)
-def _fen_add(ti, tf, tx, tr, te, m, r, si, sf, sx, x_is_min, exponent):
+@njit(cache=True, inline="always")
+def _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min):
+    """Row ``d`` of the batch += node ``i`` of tree ``(p, t)``."""
+    for k in range(di.shape[1]):
+        di[d, k] += ti[p, t, i, k]
+    for k in range(df.shape[1]):
+        df[d, k] += tf[p, t, i, k]
+    for k in range(dx.shape[1]):
+        if x_is_min[k]:
+            if tx[p, t, i, k] < dx[d, k]:
+                dx[d, k] = tx[p, t, i, k]
+        elif tx[p, t, i, k] > dx[d, k]:
+            dx[d, k] = tx[p, t, i, k]
+
+
+@njit(cache=True, inline="always")
+def _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min):
+    """Node ``i`` of tree ``(p, t)`` += row ``s`` of the batch."""
+    for k in range(si.shape[1]):
+        ti[p, t, i, k] += si[s, k]
+    for k in range(sf.shape[1]):
+        tf[p, t, i, k] += sf[s, k]
+    for k in range(sx.shape[1]):
+        if x_is_min[k]:
+            if sx[s, k] < tx[p, t, i, k]:
+                tx[p, t, i, k] = sx[s, k]
+        elif sx[s, k] > tx[p, t, i, k]:
+            tx[p, t, i, k] = sx[s, k]
+    tr[p, t, i] = True
+
+
+@njit(cache=True, inline="always")
+def _fen_add(ti, tf, tx, tr, te, p, t, m, r, si, sf, sx, s, x_is_min, exponent):
+    """Insert row ``s`` of the batch at rank ``r`` of tree ``(p, t)``."""
     i = r + 1
     while i <= m:
-        _catch_up(tf, te, i, exponent)
-        _add(ti[i], tf[i], tx[i], si, sf, sx, x_is_min)
-        tr[i] = True
+        if exponent != 0:
+            _catch_up(tf, te, p, t, i, exponent)
+        _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min)
         i += i & (-i)
 
 
-@njit(cache=True)
-def _fen_sum(ti, tf, tx, tr, te, a, di, df, dx, x_is_min, exponent):
-    """Add the prefix [0, a) into the destination; True if anything was added."""
+@njit(cache=True, inline="always")
+def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent):
+    """Add tree ``(p, t)``'s prefix [0, a) into row ``d``; True if anything was added."""
     got = False
     i = a
     while i > 0:
-        if tr[i]:
-            _catch_up(tf, te, i, exponent)
-            _add(di, df, dx, ti[i], tf[i], tx[i], x_is_min)
+        if tr[p, t, i]:
+            if exponent != 0:
+                _catch_up(tf, te, p, t, i, exponent)
+            _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min)
             got = True
         i -= i & (-i)
     return got
 
 
 @njit(cache=True)
-def _fen_clear(ti, tf, tx, tr, te, m, r, x_is_min):
-    i = r + 1
-    while i <= m:
-        _reset(ti[i:i + 1], tf[i:i + 1], tx[i:i + 1], tr[i:i + 1], x_is_min)
-        te[i] = 0
-        i += i & (-i)
+def _window_ranks(p, flags, lo, hi, plays, h_rank, h_valid, q_a, q_b, q_eq, g_valid, buf, pos, lr, la, lb, leq):
+    """Re-rank pair ``p``'s values among the events of positions ``[lo, hi)``; returns their
+    number ``m``.
+
+    The table-wide ranks can run to millions (prices), so Fenwick trees over them touch
+    ~20 cache-cold nodes per step; over the window's own values they stay small and hot.
+    Fills, per position ``d = e - lo``: ``lr`` the event's local rank of ``h``,
+    and as ``flags`` need them ``la`` / ``lb`` the local prefix end / suffix start and
+    ``leq`` the local equal rank (-1).  Local ranks keep the order of the global ones, so
+    ``rank < a`` is preserved.
+    """
+    k = 0
+    for e in range(lo, hi):
+        if plays[e] != 0 and h_valid[p, e]:
+            buf[k] = h_rank[p, e]
+            pos[k] = e - lo
+            k += 1
+    vals = np.empty(k, np.int64)
+    m = 0
+    if hi - lo < PACK and h_rank.shape[1] < PACK_RANKS:
+        # Sort (rank, position) packed in one int64: a plain sort, no indirection.
+        for t in range(k):
+            buf[t] = (buf[t] << PACK_BITS) | pos[t]
+        packed = np.sort(buf[:k])
+        for t in range(k):
+            g = packed[t] >> PACK_BITS
+            if m == 0 or g != vals[m - 1]:
+                vals[m] = g
+                m += 1
+            lr[p, packed[t] & (PACK - 1)] = m - 1
+    else:
+        order = np.argsort(buf[:k])
+        for t in range(k):
+            g = buf[order[t]]
+            if m == 0 or g != vals[m - 1]:
+                vals[m] = g
+                m += 1
+            lr[p, pos[order[t]]] = m - 1
+    vals = vals[:m]
+    for e in range(lo, hi):
+        if plays[e] == 0 or not g_valid[p, e]:
+            continue
+        d = e - lo
+        if flags & USE_PREFIX:
+            la[p, d] = np.searchsorted(vals, q_a[p, e])
+        if flags & USE_SUFFIX:
+            lb[p, d] = np.searchsorted(vals, q_b[p, e])
+        if flags & USE_EQUAL:
+            q = q_eq[p, e]
+            leq[p, d] = -1
+            if q >= 0:
+                s = np.searchsorted(vals, q)
+                if s < m and vals[s] == q:
+                    leq[p, d] = s
+    return m
 
 
 @njit(cache=True)
@@ -138,6 +231,9 @@ def run_mixed_windows(
     for p in range(n_pairs):
         if m_of[p] + 1 > m_max:
             m_max = m_of[p] + 1
+    span = 2 * max_window  # rank blocks: a window and what follows it (see below)
+    if m_max > span + 1:  # trees over a block's own ranks (_window_ranks)
+        m_max = span + 1
     # Type-grained totals (also kept for event-grained variables, for pairs without predicates).
     si = np.zeros((nv, n_i), np.uint64)
     sf = np.zeros((nv, n_f), np.float64)
@@ -150,7 +246,6 @@ def run_mixed_windows(
     bi = np.zeros((max_batch, n_i), np.uint64)
     bf = np.zeros((max_batch, n_f), np.float64)
     bx = np.zeros((max_batch, n_x), np.int64)
-    br = np.zeros(max_batch, np.bool_)
     bvar = np.zeros(max_batch, np.int64)
     bev = np.zeros(max_batch, np.int64)
     # any: per pair, prefix Fenwick (slot 0), suffix Fenwick (slot 1), buckets (slot 2).
@@ -160,11 +255,16 @@ def run_mixed_windows(
     tx = np.zeros((max(1, n_struct), 3, m_max, n_x), np.int64)
     tr = np.zeros((max(1, n_struct), 3, m_max), np.bool_)
     te = np.zeros((max(1, n_struct), 3, m_max), np.int64)  # per node: exponent of its floats
-    for p in range(n_struct):
-        for k in range(3):
-            _reset(ti[p, k], tf[p, k], tx[p, k], tr[p, k], x_is_min)
-    ins_rank = np.zeros((max(1, n_struct), max_window), np.int64)
-    n_ins = np.zeros(max(1, n_struct), np.int64)
+    rank_buf = np.zeros(span, np.int64)
+    rank_pos = np.zeros(span, np.int64)
+    lr = np.zeros((max(1, n_struct), span), np.int64)
+    la = np.zeros((max(1, n_struct), span), np.int64)
+    lb = np.zeros((max(1, n_struct), span), np.int64)
+    leq = np.zeros((max(1, n_struct), span), np.int64)
+    n_pos = times.shape[0]
+    blo = -1
+    bhi = -1
+    m_loc = np.zeros(max(1, n_struct), np.int64)
     # next / contiguous: waiting kept states per variable.
     cap = max_window if mode != 0 else 1
     wi = np.zeros((nv, cap, n_i), np.uint64)
@@ -182,6 +282,25 @@ def run_mixed_windows(
         unit = 1.0
         i = win_lo[w]
         hi = win_hi[w]
+        # Ranks are local to a block of positions [blo, bhi) that holds the window; the
+        # block is twice the window, so sliding windows re-rank once per ~window length.
+        if n_struct and not (blo <= i and hi <= bhi):
+            blo = i
+            bhi = min(n_pos, i + 2 * (hi - i))
+            for p in range(n_struct):
+                m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, h_rank, h_valid, q_a,
+                                         q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+        lo = blo
+        for p in range(n_struct):
+            m = m_loc[p]
+            # Empty trees over the block's ranks (a memset of at most twice the window).
+            for k in range(3):
+                ti[p, k, :m + 1] = 0
+                tf[p, k, :m + 1] = 0.0
+                tr[p, k, :m + 1] = False
+                te[p, k, :m + 1] = 0
+                for q in range(n_x):
+                    tx[p, k, :m + 1, q] = MIN_KEY_IDENTITY if x_is_min[q] else MAX_KEY_IDENTITY
         while i < hi:
             j = i + 1
             while j < hi and times[j] == times[i]:
@@ -196,7 +315,7 @@ def run_mixed_windows(
                 for v in range(nv):
                     if _bit(bits, v) == 0:
                         continue
-                    _reset(bi[nb:nb + 1], bf[nb:nb + 1], bx[nb:nb + 1], br[nb:nb + 1], x_is_min)
+                    _reset_row(bi, bf, bx, nb, x_is_min)
                     alive = False
                     if _bit(start_bits, v):
                         bi[nb, 0] = 1
@@ -215,21 +334,21 @@ def run_mixed_windows(
                                     alive = True
                             elif g_valid[p, e]:
                                 fl = pair_flags[p]
-                                m = m_of[p]
+                                m = m_loc[p]
+                                d = e - lo
                                 if fl & USE_PREFIX:
-                                    if _fen_sum(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], te[p, 0], q_a[p, e],
-                                                bi[nb], bf[nb], bx[nb], x_is_min, exponent):
+                                    if _fen_sum(ti, tf, tx, tr, te, p, 0, la[p, d],
+                                                bi, bf, bx, nb, x_is_min, exponent):
                                         alive = True
                                 if fl & USE_SUFFIX:
-                                    if _fen_sum(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], te[p, 1], m - q_b[p, e],
-                                                bi[nb], bf[nb], bx[nb], x_is_min, exponent):
+                                    if _fen_sum(ti, tf, tx, tr, te, p, 1, m - lb[p, d],
+                                                bi, bf, bx, nb, x_is_min, exponent):
                                         alive = True
-                                if (fl & USE_EQUAL) and q_eq[p, e] >= 0:
-                                    r = q_eq[p, e] + 1
+                                if (fl & USE_EQUAL) and leq[p, d] >= 0:
+                                    r = leq[p, d] + 1
                                     if tr[p, 2, r]:
-                                        _catch_up(tf[p, 2], te[p, 2], r, exponent)
-                                        _add(bi[nb], bf[nb], bx[nb], ti[p, 2, r], tf[p, 2, r],
-                                             tx[p, 2, r], x_is_min)
+                                        _catch_up(tf, te, p, 2, r, exponent)
+                                        _node_into(bi, bf, bx, nb, ti, tf, tx, p, 2, r, x_is_min)
                                         alive = True
                         elif not kept:
                             extended |= _ONE << np.uint64(u)
@@ -299,21 +418,17 @@ def run_mixed_windows(
                         p = pair_of[v, vv]
                         if p < 0 or not h_valid[p, e]:
                             continue
-                        r = h_rank[p, e]
-                        m = m_of[p]
+                        r = lr[p, e - lo]
+                        m = m_loc[p]
                         fl = pair_flags[p]
                         if fl & USE_PREFIX:
-                            _fen_add(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], te[p, 0], m, r,
-                                     bi[k], bf[k], bx[k], x_is_min, exponent)
+                            _fen_add(ti, tf, tx, tr, te, p, 0, m, r, bi, bf, bx, k, x_is_min, exponent)
                         if fl & USE_SUFFIX:
-                            _fen_add(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], te[p, 1], m, m - 1 - r,
-                                     bi[k], bf[k], bx[k], x_is_min, exponent)
+                            _fen_add(ti, tf, tx, tr, te, p, 1, m, m - 1 - r, bi, bf, bx, k, x_is_min,
+                                     exponent)
                         if fl & USE_EQUAL:
-                            _catch_up(tf[p, 2], te[p, 2], r + 1, exponent)
-                            _add(ti[p, 2, r + 1], tf[p, 2, r + 1], tx[p, 2, r + 1], bi[k], bf[k], bx[k], x_is_min)
-                            tr[p, 2, r + 1] = True
-                        ins_rank[p, n_ins[p]] = r
-                        n_ins[p] += 1
+                            _catch_up(tf, te, p, 2, r + 1, exponent)
+                            _into_node(ti, tf, tx, tr, p, 2, r + 1, bi, bf, bx, k, x_is_min)
                 m = _max_abs(bf[k])
                 if m > big:
                     big = m
@@ -336,17 +451,6 @@ def run_mixed_windows(
                 if _bit(final_bits, v) and sr[v]:
                     _add(fi[0], ff[0], fx[0], si[v], sf[v], sx[v], x_is_min)
                     fr[0] = True
-            # Clear exactly the Fenwick nodes this window touched.
-            for p in range(n_struct):
-                m = m_of[p]
-                for k in range(n_ins[p]):
-                    r = ins_rank[p, k]
-                    _fen_clear(ti[p, 0], tf[p, 0], tx[p, 0], tr[p, 0], te[p, 0], m, r, x_is_min)
-                    _fen_clear(ti[p, 1], tf[p, 1], tx[p, 1], tr[p, 1], te[p, 1], m, m - 1 - r, x_is_min)
-                    _reset(ti[p, 2, r + 1:r + 2], tf[p, 2, r + 1:r + 2], tx[p, 2, r + 1:r + 2],
-                           tr[p, 2, r + 1:r + 2], x_is_min)
-                    te[p, 2, r + 1] = 0
-                n_ins[p] = 0
         out_i[w] = fi[0]
         out_f[w] = ff[0]
         out_x[w] = fx[0]
