@@ -16,9 +16,9 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="module")
 def generated_kernels():
     """Make every input large enough for the per-shape generated kernels (codegen)."""
-    from cogra.runtime.fast import executor
+    from cogra.runtime.fast import executor, sliding
 
-    old = executor.SPECIALIZE_MIN_EVENTS
-    executor.SPECIALIZE_MIN_EVENTS = 0
+    old = executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS
+    executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = 0
     yield
-    executor.SPECIALIZE_MIN_EVENTS = old
+    executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS = old

@@ -19,6 +19,7 @@ shape costs about a second once.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import os
@@ -173,10 +174,12 @@ def generate(shape: Shape) -> str:
 
     finals = list(s.final)
 
-    def window_loop(all_floats_watch: bool) -> None:
-        """The batches of window ``w`` (``i`` .. ``hi``) applied to the states s*, fin."""
-        w("i = win_lo[w]")
-        w("hi = win_hi[w]")
+    def window_loop(all_floats_watch: bool, lo: str = "win_lo[w]", hi: str = "win_hi[w]",
+                    starts: str = "True") -> None:
+        """The batches of events ``lo`` .. ``hi`` applied to the states s*, fin; trends
+        start only where ``starts`` holds (the pane maps' basis states start none)."""
+        w(f"i = {lo}")
+        w(f"hi = {hi}")
         w("while i < hi:")
         with w.block():
             w("t = times[i]")
@@ -196,9 +199,11 @@ def generate(shape: Shape) -> str:
                     with w.block():
                         reset("c")
                         if v in s.start:
-                            w("c_i0 = U1")
-                            w("c_f0 = unit")
-                            w("c_r = True")
+                            w(f"if {starts}:")
+                            with w.block():
+                                w("c_i0 = U1")
+                                w("c_f0 = unit")
+                                w("c_r = True")
                         for u in s.preds[v]:
                             cond = f"okb & B{v * nv + u}" if (u, v) in s.pair_checks else "True"
                             w(f"if {cond}:")
@@ -322,4 +327,149 @@ def generate(shape: Shape) -> str:
                     w(f"st_x[w, {row}, {k}] = {prefix}_x{k}")
                 w(f"st_r[w, {row}] = {prefix}_r")
             w("st_e[w] = exponent")
+    w()
+    _sliding_functions(w, s, window_loop)
     return w.text()
+
+
+def _sliding_functions(w: "_Writer", s: Shape, window_loop) -> None:
+    """The sliding-window sharing kernel (:mod:`sliding_kernels`) for this shape: its
+    driver ``run_sliding`` and ``_compose`` verbatim, with the two hot functions it calls
+    -- ``_pane_map`` (the events of a pane applied to the ``nv + 1`` states of a map) and
+    ``_apply`` (a map applied to a state) -- generated with every loop unrolled."""
+    from cogra.runtime.fast import sliding_kernels
+
+    nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
+    w("from cogra.runtime.fast.kernels import _emit_window")
+    w("from cogra.runtime.fast.sliding_kernels import _clear, _copy_map, _identity, _normalize")
+    w()
+    w("@njit(cache=True)")
+    w("def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,")
+    w("              final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,")
+    w("              mi, mf, mx, mr, me, bi, bf, bx, bvar):")
+    with w.block():
+        w(f"rescale_above = {float(2.0**600)!r}")
+        w(f"_identity(mi, mf, mx, mr, {nv}, x_is_min)")
+        w(f"for st in range({nv + 1}):")
+        with w.block():
+            w("me[st] = 0")
+            w("live = st == 0" + "".join(f" or mr[st, {r}]" for r in range(nv)))
+            w("if not live:")
+            with w.block():
+                w("continue  # a basis state whose trends all died stays dead")
+            rows_ = [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]
+            for prefix, row in rows_:
+                for k in range(n_i):
+                    w(f"{prefix}_i{k} = mi[st, {row}, {k}]")
+                for k in range(n_f):
+                    w(f"{prefix}_f{k} = mf[st, {row}, {k}]")
+                for k in range(n_x):
+                    w(f"{prefix}_x{k} = mx[st, {row}, {k}]")
+                w(f"{prefix}_r = mr[st, {row}]")
+            w("exponent = 0")
+            w("unit = 1.0")
+            w("with_starts = st == 0")
+            window_loop(True, lo="lo", hi="hi", starts="with_starts")
+            for prefix, row in rows_:
+                for k in range(n_i):
+                    w(f"mi[st, {row}, {k}] = {prefix}_i{k}")
+                for k in range(n_f):
+                    w(f"mf[st, {row}, {k}] = {prefix}_f{k}")
+                for k in range(n_x):
+                    w(f"mx[st, {row}, {k}] = {prefix}_x{k}")
+                w(f"mr[st, {row}] = {prefix}_r")
+            w("shift = _normalize(mf[st])")
+            w("if shift < 0:")
+            with w.block():
+                w("return False")
+            w("me[st] = exponent + shift")
+        w("return True")
+    w()
+    w("@njit(cache=True)")
+    w("def _apply(gi, gf, gx, gr, ge, si, sf, sx, sr, se, oi, of, ox, orr, affine, nv, x_is_min):")
+    with w.block():
+        w("eo = ge[0] if affine else 0")
+        for r in range(nv):
+            w(f"if sr[{r}] and se + ge[{r + 1}] > eo:")
+            with w.block():
+                w(f"eo = se + ge[{r + 1}]")
+        w(f"if sr[{nv}] and se > eo:")
+        with w.block():
+            w("eo = se")
+        w("a0 = math.ldexp(1.0, ge[0] - eo)")
+        for q in range(nv + 1):
+            w("if affine:")
+            with w.block():
+                for k in range(n_i):
+                    w(f"oi[{q}, {k}] = gi[0, {q}, {k}]")
+                for k in range(n_f):
+                    w(f"of[{q}, {k}] = gf[0, {q}, {k}] * a0")
+                for k in range(n_x):
+                    w(f"ox[{q}, {k}] = gx[0, {q}, {k}]")
+                w(f"orr[{q}] = gr[0, {q}]")
+            w("else:")
+            with w.block():
+                for k in range(n_i):
+                    w(f"oi[{q}, {k}] = U0")
+                for k in range(n_f):
+                    w(f"of[{q}, {k}] = 0.0")
+                for k in range(n_x):
+                    w(f"ox[{q}, {k}] = {'XMIN' if s.x_is_min[k] else 'XMAX'}")
+                w(f"orr[{q}] = False")
+            for r in range(nv):
+                w(f"if sr[{r}]:")
+                with w.block():
+                    w(f"if gr[{r + 1}, {q}]:")
+                    with w.block():
+                        w(f"orr[{q}] = True")
+                        w(f"c = si[{r}, 0]")
+                        w(f"l0 = gi[{r + 1}, {q}, 0]")
+                        w(f"oi[{q}, 0] += c * l0")
+                        for k in range(1, n_i):
+                            w(f"oi[{q}, {k}] += c * gi[{r + 1}, {q}, {k}] + si[{r}, {k}] * l0")
+                        w(f"ar = math.ldexp(1.0, se + ge[{r + 1}] - eo)")
+                        w(f"cf = sf[{r}, 0]")
+                        w(f"m0 = gf[{r + 1}, {q}, 0]")
+                        w(f"of[{q}, 0] += cf * m0 * ar")
+                        for k in range(1, n_f):
+                            w(f"of[{q}, {k}] += (cf * gf[{r + 1}, {q}, {k}] + sf[{r}, {k}] * m0) * ar")
+                        for k in range(n_x):
+                            cmp = "<" if s.x_is_min[k] else ">"
+                            w(f"if sx[{r}, {k}] {cmp} ox[{q}, {k}]:")
+                            with w.block():
+                                w(f"ox[{q}, {k}] = sx[{r}, {k}]")
+                    for k in range(n_x):
+                        cmp = "<" if s.x_is_min[k] else ">"
+                        w(f"if gx[{r + 1}, {q}, {k}] {cmp} ox[{q}, {k}]:")
+                        with w.block():
+                            w(f"ox[{q}, {k}] = gx[{r + 1}, {q}, {k}]")
+        w(f"if sr[{nv}]:")
+        with w.block():
+            w("afin = math.ldexp(1.0, se - eo)")
+            for k in range(n_i):
+                w(f"oi[{nv}, {k}] += si[{nv}, {k}]")
+            for k in range(n_f):
+                w(f"of[{nv}, {k}] += sf[{nv}, {k}] * afin")
+            for k in range(n_x):
+                cmp = "<" if s.x_is_min[k] else ">"
+                w(f"if sx[{nv}, {k}] {cmp} ox[{nv}, {k}]:")
+                with w.block():
+                    w(f"ox[{nv}, {k}] = sx[{nv}, {k}]")
+            w(f"orr[{nv}] = True")
+        w("shift = _normalize(of)")
+        w("return -1 if shift < 0 else eo + shift")
+    w()
+    # From the module's file, not its attributes (tests may wrap those).
+    source = Path(sliding_kernels.__file__).read_text()
+    lines = source.split("\n")
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name in ("_compose", "run_sliding"):
+            first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            w.lines.extend(lines[first - 1:node.end_lineno])
+            w()
+
+
+def sliding_for(shape: Shape) -> Callable:
+    """The shape's sliding-window sharing kernel, with the signature of
+    :func:`sliding_kernels.run_sliding`."""
+    return _module_for(shape).run_sliding

@@ -28,6 +28,10 @@ from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
 """Sharing pays off from about ``nv + 1`` panes per window; tests lower this to 1."""
+SPECIALIZE_MIN_EVENTS = 1_000_000
+"""Inputs at least this large run the kernel generated for the query's shape
+(:func:`codegen.sliding_for`): 1.5-2x faster, but compiling it takes ~13 s the first
+time a shape is seen on a machine (numba then caches it on disk).  Tests lower it."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
 about 10 ns per (window, event) pair (measured on the stock data, one variable): below
@@ -57,8 +61,15 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     shape = plan(fast, engine, lo, hi)
     if shape is None:
         return None
-    from cogra.runtime.fast.sliding_kernels import run_sliding
+    from cogra.runtime.fast import sliding_kernels
 
+    kernel = sliding_kernels.run_sliding
+    if len(subs.rows) >= SPECIALIZE_MIN_EVENTS:
+        # Large inputs: the same kernel with its pane update and map application
+        # generated for the query's shape (codegen; compiled once per shape, cached).
+        from cogra.runtime.fast.codegen import sliding_for
+
+        kernel = sliding_for(fast.shape())
     slide, panes = shape
     seg = np.asarray(seg, np.int64)
     k = np.asarray(start, np.int64) // slide
@@ -70,7 +81,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     c = fast.chan
     out = KernelOut.zeros(len(seg), c)
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
-    run_sliding(
+    kernel(
         fast.mode, times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
         fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
@@ -104,4 +115,4 @@ def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
     return max(1, min(distinct, 3 * per_window))
 
 
-__all__ = ["MIN_EVENTS_PER_WINDOW", "MIN_PANES_PER_WINDOW", "plan", "run_raw"]
+__all__ = ["MIN_EVENTS_PER_WINDOW", "MIN_PANES_PER_WINDOW", "SPECIALIZE_MIN_EVENTS", "plan", "run_raw"]

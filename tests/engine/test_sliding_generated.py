@@ -1,0 +1,59 @@
+"""The sliding-window sharing kernel generated per query shape (codegen.sliding_for).
+
+Large inputs run ``run_sliding`` with its pane update and map application generated for
+the query's shape; it must return exactly what the generic sharing kernel, the
+per-window kernel and the two-step reference return.  Each shape compiles once (a few
+seconds), so the queries are fixed and the streams random.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from cogra.runtime.fast import codegen
+from tests.engine.test_sliding import shared_equals_direct
+from tests.strategies import streams
+
+QUERIES = [
+    "RETURN COUNT(*), SUM(A.v), AVG(A.w), MIN(A.w), MAX(A.v) PATTERN A+ WITHIN 6 seconds SLIDE 1 second",
+    "RETURN g, COUNT(*), MAX(B.w), SUM(B.v) PATTERN SEQ(A+, B) SEMANTICS skip-till-next-match "
+    "GROUP-BY g WITHIN 6 seconds SLIDE 2 seconds",
+    "RETURN COUNT(*), MIN(A.v), AVG(B.w) PATTERN SEQ(A, B+) SEMANTICS contiguous "
+    "WHERE A.v < NEXT(B).v WITHIN 4 seconds SLIDE 1 second",
+]
+
+
+@pytest.fixture
+def counted_generated(monkeypatch):
+    """Counts the calls of the generated sharing kernels."""
+    calls = []
+    real = codegen.sliding_for
+
+    def counting(shape):
+        kernel = real(shape)
+
+        def run(*args):
+            calls.append(1)
+            return kernel(*args)
+        return run
+
+    monkeypatch.setattr(codegen, "sliding_for", counting)
+    return calls
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_generated_sharing_runs(query, generated_kernels, counted_generated) -> None:
+    table = pa.table({"type": ["A", "B", "A", "B", "A"], "time": pa.array([0, 1, 2, 3, 5], pa.int64()),
+                      "v": [1, 2, 3, 4, 5], "w": [0.5, 1.5, -2.0, 3.0, 1.0], "g": [0, 0, 1, 0, 0]})
+    shared_equals_direct(query, table)
+    assert counted_generated
+
+
+@pytest.mark.parametrize("query", QUERIES)
+@settings(max_examples=120, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture])
+@given(table=streams(max_events=14, types=("A", "B")))
+def test_generated_sharing_equals_direct_and_reference(query, table, generated_kernels) -> None:
+    shared_equals_direct(query, table)
