@@ -168,6 +168,19 @@ def generate(shape: Shape) -> str:
                 w(f"{dst}_x{k} = {src}_x{k}")
         w(f"{dst}_r = True")
 
+    def transfer(arrays: str, at: str, to_arrays: bool) -> None:
+        """Copy the states s0.., fin between scalars and rows ``[at, row]`` of the four
+        arrays named ``arrays`` (``"st"``: st_i, st_f, st_x, st_r; else its i/f/x/r)."""
+        a_i, a_f, a_x, a_r = (f"{arrays}_{c}" if arrays == "st" else f"{arrays[0]}{c}"
+                              for c in "ifxr")
+        for prefix, row in [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]:
+            pairs = [(f"{prefix}_i{k}", f"{a_i}[{at}, {row}, {k}]") for k in range(n_i)]
+            pairs += [(f"{prefix}_f{k}", f"{a_f}[{at}, {row}, {k}]") for k in range(n_f)]
+            pairs += [(f"{prefix}_x{k}", f"{a_x}[{at}, {row}, {k}]") for k in range(n_x)]
+            pairs += [(f"{prefix}_r", f"{a_r}[{at}, {row}]")]
+            for scalar, cell in pairs:
+                w(f"{cell} = {scalar}" if to_arrays else f"{scalar} = {cell}")
+
     def scale_floats(prefix: str) -> None:
         for k in range(n_f):
             w(f"{prefix}_f{k} *= scale")
@@ -306,33 +319,18 @@ def generate(shape: Shape) -> str:
         w(f"rescale_above = {float(2.0**600)!r}")
         w("for w in range(win_lo.shape[0]):")
         with w.block():
-            rows_ = [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]
-            for prefix, row in rows_:
-                for k in range(n_i):
-                    w(f"{prefix}_i{k} = st_i[w, {row}, {k}]")
-                for k in range(n_f):
-                    w(f"{prefix}_f{k} = st_f[w, {row}, {k}]")
-                for k in range(n_x):
-                    w(f"{prefix}_x{k} = st_x[w, {row}, {k}]")
-                w(f"{prefix}_r = st_r[w, {row}]")
+            transfer("st", "w", to_arrays=False)
             w("exponent = st_e[w]")
             w("unit = math.ldexp(1.0, -exponent)")
             window_loop(True)
-            for prefix, row in rows_:
-                for k in range(n_i):
-                    w(f"st_i[w, {row}, {k}] = {prefix}_i{k}")
-                for k in range(n_f):
-                    w(f"st_f[w, {row}, {k}] = {prefix}_f{k}")
-                for k in range(n_x):
-                    w(f"st_x[w, {row}, {k}] = {prefix}_x{k}")
-                w(f"st_r[w, {row}] = {prefix}_r")
+            transfer("st", "w", to_arrays=True)
             w("st_e[w] = exponent")
     w()
-    _sliding_functions(w, s, window_loop)
+    _sliding_functions(w, s, window_loop, transfer)
     return w.text()
 
 
-def _sliding_functions(w: "_Writer", s: Shape, window_loop) -> None:
+def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     """The sliding-window sharing kernel (:mod:`sliding_kernels`) for this shape: its
     driver ``run_sliding`` and ``_compose`` verbatim, with the two hot functions it calls
     -- ``_pane_map`` (the events of a pane applied to the ``nv + 1`` states of a map) and
@@ -357,27 +355,12 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop) -> None:
             w("if not live:")
             with w.block():
                 w("continue  # a basis state whose trends all died stays dead")
-            rows_ = [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]
-            for prefix, row in rows_:
-                for k in range(n_i):
-                    w(f"{prefix}_i{k} = mi[st, {row}, {k}]")
-                for k in range(n_f):
-                    w(f"{prefix}_f{k} = mf[st, {row}, {k}]")
-                for k in range(n_x):
-                    w(f"{prefix}_x{k} = mx[st, {row}, {k}]")
-                w(f"{prefix}_r = mr[st, {row}]")
+            transfer("m", "st", to_arrays=False)
             w("exponent = 0")
             w("unit = 1.0")
             w("with_starts = st == 0")
             window_loop(True, lo="lo", hi="hi", starts="with_starts")
-            for prefix, row in rows_:
-                for k in range(n_i):
-                    w(f"mi[st, {row}, {k}] = {prefix}_i{k}")
-                for k in range(n_f):
-                    w(f"mf[st, {row}, {k}] = {prefix}_f{k}")
-                for k in range(n_x):
-                    w(f"mx[st, {row}, {k}] = {prefix}_x{k}")
-                w(f"mr[st, {row}] = {prefix}_r")
+            transfer("m", "st", to_arrays=True)
             w("shift = _normalize(mf[st])")
             w("if shift < 0:")
             with w.block():
