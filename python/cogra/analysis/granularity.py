@@ -55,8 +55,11 @@ def select(bound: BoundQuery) -> tuple[Executor, tuple[VariableGranularity, ...]
     for i, name in enumerate(names):
         if i in kept:
             readers = [p.source.text for p in bound.adjacent if p.prev == i and p.uses_prev]
-            out.append(VariableGranularity(
-                name, "event", f"{'; '.join(readers)} reads {name}'s attributes when a later event arrives"))
+            why = f"{'; '.join(readers)} reads {name}'s attributes when a later event arrives"
+            if executor is Executor.CONTIGUOUS and not any(bound.var_keys):
+                # Engine.contiguous_pair_ok_bits: the predecessor is a fact of the stream.
+                why += " (at run time, decided per event if no predecessor timestamp holds two events)"
+            out.append(VariableGranularity(name, "event", why))
         else:
             out.append(VariableGranularity(name, coarse, coarse_why))
     return executor, tuple(out)
