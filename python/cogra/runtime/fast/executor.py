@@ -19,6 +19,9 @@ import pyarrow.compute as pc
 
 from cogra.analysis.granularity import Executor
 from cogra.runtime.fast.channels import (
+    OP_MAX,
+    OP_MIN,
+    OP_SUM_FLOAT,
     SPLIT_SHIFT,
     decode_many,
     SPLIT_SUFFIX,
@@ -121,6 +124,51 @@ class FastExecutor:
         self.q_a, self.q_b, self.q_eq = stack(q_a, np.int64), stack(q_b, np.int64), stack(q_eq, np.int64)
         self.g_valid = stack(g_valid, np.bool_)
         self.kept_bits = np.uint64(sum(1 << u for u in self.kept))
+        self.live_i, self.live_f, self.live_x = self._live_channels()
+
+    def _live_channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per indexed pair ``(u, v)``: the channels a state of ``u`` can hold non-empty.
+
+        A variable's states hold the trend count, what its own events write (the slot
+        program) and what flows in from its predTypes -- so in ``SEQ(A+, B+)`` with
+        ``AVG(B.price)``, A's kept states only ever carry counts, and the Fenwick trees
+        over them add 2 channels instead of 10.  Row ``p`` of each array is
+        ``[n, channel_1, .., channel_n]``."""
+        a = self.engine.bound.automaton
+        c = self.chan
+        live = [({0}, {0}, set()) for _ in range(self.nv)]
+        for var, op, _attr, s1, s2, s3 in c.program.tolist():
+            li, lf, lx = live[var]
+            if op in (OP_MIN, OP_MAX):
+                lx.add(s1)
+                continue
+            if op != OP_SUM_FLOAT:
+                li.add(s1)
+            lf.update(k for k in (s2, s3) if k >= 0)
+        changed = True
+        while changed:
+            changed = False
+            for v in range(self.nv):
+                for u in a.pred[v]:
+                    for mine, theirs in zip(live[v], live[u]):
+                        if not theirs <= mine:
+                            mine |= theirs
+                            changed = True
+        n_pairs = len(self.pair_flags)
+        owner = [0] * n_pairs
+        for u in range(self.nv):
+            for v in range(self.nv):
+                if self.pair_of[u, v] >= 0:
+                    owner[self.pair_of[u, v]] = u
+        out = []
+        for j, width in enumerate((c.n_i, c.n_f, len(c.x_is_min))):
+            arr = np.zeros((max(1, n_pairs), width + 1), np.int64)
+            for p in range(n_pairs):
+                chans = sorted(live[owner[p]][j])
+                arr[p, 0] = len(chans)
+                arr[p, 1:1 + len(chans)] = chans
+            out.append(arr)
+        return out[0], out[1], out[2]
 
     # -- inputs ------------------------------------------------------------------------
     @staticmethod
@@ -271,6 +319,7 @@ class FastExecutor:
             max_batch = self._max_batch(times, plays)
             run_mixed_windows(
                 *common, self.kept_bits, self.pair_of, self.pair_flags, self.m_of,
+                self.live_i, self.live_f, self.live_x,
                 self.h_rank[:, rows], self.h_valid[:, rows], self.q_a[:, rows], self.q_b[:, rows],
                 self.q_eq[:, rows], self.g_valid[:, rows],
                 lo, hi, max_batch, max_window, *outs,

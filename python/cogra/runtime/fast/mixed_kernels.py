@@ -101,13 +101,16 @@ def _catch_up(tf, te, p, t, i, exponent):
 
 
 @njit(cache=True, inline="always")
-def _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min):
-    """Row ``d`` of the batch += node ``i`` of tree ``(p, t)``."""
-    for k in range(di.shape[1]):
+def _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min, live_i, live_f, live_x):
+    """Row ``d`` of the batch += node ``i`` of tree ``(p, t)`` (its live channels)."""
+    for c in range(live_i[p, 0]):
+        k = live_i[p, c + 1]
         di[d, k] += ti[p, t, i, k]
-    for k in range(df.shape[1]):
+    for c in range(live_f[p, 0]):
+        k = live_f[p, c + 1]
         df[d, k] += tf[p, t, i, k]
-    for k in range(dx.shape[1]):
+    for c in range(live_x[p, 0]):
+        k = live_x[p, c + 1]
         if x_is_min[k]:
             if tx[p, t, i, k] < dx[d, k]:
                 dx[d, k] = tx[p, t, i, k]
@@ -116,13 +119,16 @@ def _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min):
 
 
 @njit(cache=True, inline="always")
-def _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min):
-    """Node ``i`` of tree ``(p, t)`` += row ``s`` of the batch."""
-    for k in range(si.shape[1]):
+def _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min, live_i, live_f, live_x):
+    """Node ``i`` of tree ``(p, t)`` += row ``s`` of the batch (its live channels)."""
+    for c in range(live_i[p, 0]):
+        k = live_i[p, c + 1]
         ti[p, t, i, k] += si[s, k]
-    for k in range(sf.shape[1]):
+    for c in range(live_f[p, 0]):
+        k = live_f[p, c + 1]
         tf[p, t, i, k] += sf[s, k]
-    for k in range(sx.shape[1]):
+    for c in range(live_x[p, 0]):
+        k = live_x[p, c + 1]
         if x_is_min[k]:
             if sx[s, k] < tx[p, t, i, k]:
                 tx[p, t, i, k] = sx[s, k]
@@ -132,18 +138,18 @@ def _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min):
 
 
 @njit(cache=True, inline="always")
-def _fen_add(ti, tf, tx, tr, te, p, t, m, r, si, sf, sx, s, x_is_min, exponent):
+def _fen_add(ti, tf, tx, tr, te, p, t, m, r, si, sf, sx, s, x_is_min, exponent, live_i, live_f, live_x):
     """Insert row ``s`` of the batch at rank ``r`` of tree ``(p, t)``."""
     i = r + 1
     while i <= m:
         if exponent != 0:
             _catch_up(tf, te, p, t, i, exponent)
-        _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min)
+        _into_node(ti, tf, tx, tr, p, t, i, si, sf, sx, s, x_is_min, live_i, live_f, live_x)
         i += i & (-i)
 
 
 @njit(cache=True, inline="always")
-def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent):
+def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent, live_i, live_f, live_x):
     """Add tree ``(p, t)``'s prefix [0, a) into row ``d``; True if anything was added."""
     got = False
     i = a
@@ -151,7 +157,7 @@ def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent):
         if tr[p, t, i]:
             if exponent != 0:
                 _catch_up(tf, te, p, t, i, exponent)
-            _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min)
+            _node_into(di, df, dx, d, ti, tf, tx, p, t, i, x_is_min, live_i, live_f, live_x)
             got = True
         i -= i & (-i)
     return got
@@ -220,7 +226,7 @@ def run_mixed_windows(
     mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, x_is_min, n_i, n_f,
     a_int, a_flt, a_valid, a_key, rows,
-    kept_bits, pair_of, pair_flags, m_of,
+    kept_bits, pair_of, pair_flags, m_of, live_i, live_f, live_x,
     h_rank, h_valid, q_a, q_b, q_eq, g_valid,
     win_lo, win_hi, max_batch, max_window,
     out_i, out_f, out_x, out_e, out_r,
@@ -337,18 +343,19 @@ def run_mixed_windows(
                                 m = m_loc[p]
                                 d = e - lo
                                 if fl & USE_PREFIX:
-                                    if _fen_sum(ti, tf, tx, tr, te, p, 0, la[p, d],
-                                                bi, bf, bx, nb, x_is_min, exponent):
+                                    if _fen_sum(ti, tf, tx, tr, te, p, 0, la[p, d], bi, bf, bx, nb,
+                                                x_is_min, exponent, live_i, live_f, live_x):
                                         alive = True
                                 if fl & USE_SUFFIX:
-                                    if _fen_sum(ti, tf, tx, tr, te, p, 1, m - lb[p, d],
-                                                bi, bf, bx, nb, x_is_min, exponent):
+                                    if _fen_sum(ti, tf, tx, tr, te, p, 1, m - lb[p, d], bi, bf, bx, nb,
+                                                x_is_min, exponent, live_i, live_f, live_x):
                                         alive = True
                                 if (fl & USE_EQUAL) and leq[p, d] >= 0:
                                     r = leq[p, d] + 1
                                     if tr[p, 2, r]:
                                         _catch_up(tf, te, p, 2, r, exponent)
-                                        _node_into(bi, bf, bx, nb, ti, tf, tx, p, 2, r, x_is_min)
+                                        _node_into(bi, bf, bx, nb, ti, tf, tx, p, 2, r, x_is_min,
+                                                   live_i, live_f, live_x)
                                         alive = True
                         elif not kept:
                             extended |= _ONE << np.uint64(u)
@@ -422,13 +429,15 @@ def run_mixed_windows(
                         m = m_loc[p]
                         fl = pair_flags[p]
                         if fl & USE_PREFIX:
-                            _fen_add(ti, tf, tx, tr, te, p, 0, m, r, bi, bf, bx, k, x_is_min, exponent)
+                            _fen_add(ti, tf, tx, tr, te, p, 0, m, r, bi, bf, bx, k, x_is_min, exponent,
+                                     live_i, live_f, live_x)
                         if fl & USE_SUFFIX:
                             _fen_add(ti, tf, tx, tr, te, p, 1, m, m - 1 - r, bi, bf, bx, k, x_is_min,
-                                     exponent)
+                                     exponent, live_i, live_f, live_x)
                         if fl & USE_EQUAL:
                             _catch_up(tf, te, p, 2, r + 1, exponent)
-                            _into_node(ti, tf, tx, tr, p, 2, r + 1, bi, bf, bx, k, x_is_min)
+                            _into_node(ti, tf, tx, tr, p, 2, r + 1, bi, bf, bx, k, x_is_min,
+                                       live_i, live_f, live_x)
                 m = _max_abs(bf[k])
                 if m > big:
                     big = m
