@@ -281,7 +281,7 @@ class Engine:
         state is empty, so windows need nothing extra.
         """
         b = self.bound
-        if self.plan.executor is not Executor.CONTIGUOUS or any(b.var_keys[v] for v in range(len(b.var_keys))):
+        if self.plan.executor is not Executor.CONTIGUOUS or any(b.var_keys):
             return None
         pos_rows = subs.rows
         n_pos = len(pos_rows)

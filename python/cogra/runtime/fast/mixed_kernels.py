@@ -11,7 +11,10 @@ vectorised beforehand).  The values of ``h`` are ranked once, so that
 * under ``any`` the kept states live in Fenwick trees over those ranks (prefix and
   suffix sums of state vectors, and per-rank buckets for ``=``): a new event sums
   its predecessors in O(log n) instead of scanning them -- this is what makes the
-  mixed-grained executor asymptotically faster than an event-grained graph;
+  mixed-grained executor asymptotically faster than an event-grained graph.  The
+  trees run over the ranks *within a block of positions* holding the window
+  (:func:`_window_ranks`), so they stay as small as the window, and their nodes carry
+  only the channels the kept variable's states can hold (``live_*``);
 * under ``next`` / ``contiguous`` kept states are *waiting* trends, scanned and
   consumed by the first events that satisfy the predicate (the waiting lists are
   short: contiguous keeps one timestamp's events, next drops consumed ones).
