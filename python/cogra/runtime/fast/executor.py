@@ -320,8 +320,7 @@ class FastExecutor:
             run_mixed_windows(
                 *common, self.kept_bits, self.pair_of, self.pair_flags, self.m_of,
                 self.live_i, self.live_f, self.live_x,
-                self.h_rank[:, rows], self.h_valid[:, rows], self.q_a[:, rows], self.q_b[:, rows],
-                self.q_eq[:, rows], self.g_valid[:, rows],
+                self.h_rank, self.h_valid, self.q_a, self.q_b, self.q_eq, self.g_valid,  # by table row
                 lo, hi, max_batch, max_window, *outs,
             )
         return out

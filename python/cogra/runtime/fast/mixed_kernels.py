@@ -20,8 +20,8 @@ vectorised beforehand).  The values of ``h`` are ranked once, so that
   short: contiguous keeps one timestamp's events, next drops consumed ones).
 
 Per pair ``p = (u, v)``, a new event ``e`` playing ``v`` wants the kept states of
-``u`` with rank in ``[0, q_a[p, e])`` and/or ``[q_b[p, e], M[p])``, or exactly
-``q_eq[p, e]`` -- see :func:`pair_ranges`.
+``u`` with rank in ``[0, q_a[p, r])`` and/or ``[q_b[p, r], M[p])``, or exactly
+``q_eq[p, r]`` (``r = rows[e]``, the event's table row) -- see :func:`pair_ranges`.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent, liv
 
 
 @njit(cache=True)
-def _window_ranks(p, flags, lo, hi, plays, h_rank, h_valid, q_a, q_b, q_eq, g_valid, buf, pos, lr, la, lb, leq):
+def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq, g_valid, buf, pos, lr, la, lb, leq):
     """Re-rank pair ``p``'s values among the events of positions ``[lo, hi)``; returns their
     number ``m``.
 
@@ -180,8 +180,8 @@ def _window_ranks(p, flags, lo, hi, plays, h_rank, h_valid, q_a, q_b, q_eq, g_va
     """
     k = 0
     for e in range(lo, hi):
-        if plays[e] != 0 and h_valid[p, e]:
-            buf[k] = h_rank[p, e]
+        if plays[e] != 0 and h_valid[p, rows[e]]:
+            buf[k] = h_rank[p, rows[e]]
             pos[k] = e - lo
             k += 1
     vals = np.empty(k, np.int64)
@@ -207,15 +207,15 @@ def _window_ranks(p, flags, lo, hi, plays, h_rank, h_valid, q_a, q_b, q_eq, g_va
             lr[p, pos[order[t]]] = m - 1
     vals = vals[:m]
     for e in range(lo, hi):
-        if plays[e] == 0 or not g_valid[p, e]:
+        if plays[e] == 0 or not g_valid[p, rows[e]]:
             continue
         d = e - lo
         if flags & USE_PREFIX:
-            la[p, d] = np.searchsorted(vals, q_a[p, e])
+            la[p, d] = np.searchsorted(vals, q_a[p, rows[e]])
         if flags & USE_SUFFIX:
-            lb[p, d] = np.searchsorted(vals, q_b[p, e])
+            lb[p, d] = np.searchsorted(vals, q_b[p, rows[e]])
         if flags & USE_EQUAL:
-            q = q_eq[p, e]
+            q = q_eq[p, rows[e]]
             leq[p, d] = -1
             if q >= 0:
                 s = np.searchsorted(vals, q)
@@ -297,7 +297,7 @@ def run_mixed_windows(
             blo = i
             bhi = min(n_pos, i + 2 * (hi - i))
             for p in range(n_struct):
-                m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, h_rank, h_valid, q_a,
+                m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a,
                                          q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
         lo = blo
         for p in range(n_struct):
@@ -341,7 +341,7 @@ def run_mixed_windows(
                                 if sr[u]:
                                     _add(bi[nb], bf[nb], bx[nb], si[u], sf[u], sx[u], x_is_min)
                                     alive = True
-                            elif g_valid[p, e]:
+                            elif g_valid[p, rows[e]]:
                                 fl = pair_flags[p]
                                 m = m_loc[p]
                                 d = e - lo
@@ -369,9 +369,11 @@ def run_mixed_windows(
                             for k in range(wn[u]):
                                 ek = we[u, k]
                                 if p >= 0:
-                                    if not (g_valid[p, e] and h_valid[p, ek]):
+                                    if not (g_valid[p, rows[e]] and h_valid[p, rows[ek]]):
                                         continue
-                                    if not _in_range(pair_flags[p], h_rank[p, ek], q_a[p, e], q_b[p, e], q_eq[p, e]):
+                                    r = rows[e]
+                                    if not _in_range(pair_flags[p], h_rank[p, rows[ek]], q_a[p, r], q_b[p, r],
+                                                     q_eq[p, r]):
                                         continue
                                 _add(bi[nb], bf[nb], bx[nb], wi[u, k], wf[u, k], wx[u, k], x_is_min)
                                 wgone[u, k] = True
@@ -426,7 +428,7 @@ def run_mixed_windows(
                 if mode == 0:
                     for vv in range(nv):
                         p = pair_of[v, vv]
-                        if p < 0 or not h_valid[p, e]:
+                        if p < 0 or not h_valid[p, rows[e]]:
                             continue
                         r = lr[p, e - lo]
                         m = m_loc[p]
