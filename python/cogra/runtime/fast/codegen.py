@@ -339,7 +339,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
 
     nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
     w("from cogra.runtime.fast.kernels import _emit_window")
-    w("from cogra.runtime.fast.sliding_kernels import _clear, _copy_map, _identity, _normalize")
+    w("from cogra.runtime.fast.sliding_kernels import _assign, _clear, _copy_map, _identity, _normalize")
     w()
     w("@njit(cache=True)")
     w("def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,")

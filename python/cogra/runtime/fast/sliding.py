@@ -30,7 +30,7 @@ MIN_PANES_PER_WINDOW = 8
 """Sharing pays off from about ``nv + 1`` panes per window; tests lower this to 1."""
 SPECIALIZE_MIN_EVENTS = 1_000_000
 """Inputs at least this large run the kernel generated for the query's shape
-(:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~13 s the first
+(:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
 time a shape is seen on a machine (numba then caches it on disk).  Tests lower it."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel

@@ -207,12 +207,23 @@ def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start
 
 
 @njit(cache=True)
+def _assign(dst, src):
+    """``dst[...] = src`` for C-contiguous arrays of one shape.  A loop, not a slice
+    assignment: numba compiles slice assignments anew inside every function that uses
+    them (seconds each), while this compiles once per array type and is cached."""
+    d = dst.reshape(-1)
+    s = src.reshape(-1)
+    for k in range(d.shape[0]):
+        d[k] = s[k]
+
+
+@njit(cache=True)
 def _copy_map(si, sf, sx, sr, se, di, df, dx, dr, de):
-    di[:] = si
-    df[:] = sf
-    dx[:] = sx
-    dr[:] = sr
-    de[:] = se
+    _assign(di, si)
+    _assign(df, sf)
+    _assign(dx, sx)
+    _assign(dr, sr)
+    _assign(de, se)
 
 
 @njit(cache=True)
@@ -285,9 +296,9 @@ def run_sliding(
             # The same events as the previous window (sparse sub-streams slide over
             # empty panes): the same result.  Skipping it only delays a flip, and it
             # pushes no pane.
-            out_i[w] = out_i[w - 1]
-            out_f[w] = out_f[w - 1]
-            out_x[w] = out_x[w - 1]
+            _assign(out_i[w], out_i[w - 1])
+            _assign(out_f[w], out_f[w - 1])
+            _assign(out_x[w], out_x[w - 1])
             out_e[w] = out_e[w - 1]
             out_r[w] = out_r[w - 1]
             continue
@@ -343,10 +354,10 @@ def run_sliding(
                     gr, hr = hr, gr
                     ge, he = he, ge
                 f = idx - first
-                fi[f] = gi[0]
-                ff[f] = gf[0]
-                fx[f] = gx[0]
-                fr[f] = gr[0]
+                _assign(fi[f], gi[0])
+                _assign(ff[f], gf[0])
+                _assign(fx[f], gx[0])
+                _assign(fr[f], gr[0])
                 fe[f] = ge[0]
                 front_id[f] = pane_id[idx]
             fptr = 0
@@ -362,10 +373,10 @@ def run_sliding(
         else:
             si, sf, sx, sr, se = zi, zf, zx, zr, 0
         if n_back == 0:
-            wi[:] = si
-            wf[:] = sf
-            wx[:] = sx
-            wr[:] = sr
+            _assign(wi, si)
+            _assign(wf, sf)
+            _assign(wx, sx)
+            _assign(wr, sr)
             we = se
         else:
             we = _apply(gi, gf, gx, gr, ge, si, sf, sx, sr, se, wi, wf, wx, wr, True, nv, x_is_min)
