@@ -28,6 +28,11 @@ from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
 """Sharing pays off from about ``nv + 1`` panes per window; tests lower this to 1."""
+GROUP_LANES = 16
+"""Mixed-grained sliding windows evaluated per pass (:mod:`mixed_sliding`): q3 as printed
+(60 windows per event) took 3.0 / 2.3 / 2.0 / 2.0 / 2.0 / 2.7 s for 4 / 8 / 12 / 16 / 32 / 60
+(per-window kernel: 4.2 s); the per-pass cost (ranks, traversal) and the per-lane cost
+balance around 16."""
 SPECIALIZE_MIN_EVENTS = 1_000_000
 """Inputs at least this large run the kernel generated for the query's shape
 (:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
@@ -58,6 +63,8 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
 
     ``start`` holds each window's start (integral windows).
     """
+    if fast.kept:
+        return _run_mixed(fast, engine, subs, seg, start, lo, hi)
     shape = plan(fast, engine, lo, hi)
     if shape is None:
         return None
@@ -94,6 +101,49 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     redo = np.flatnonzero(~seg_done[seg])
     if len(redo):
         out.put(redo, fast.run_raw(subs, lo[redo], hi[redo]))
+    return out
+
+
+def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
+               lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
+    """Mixed-grained sliding windows, a group of windows per pass
+    (:mod:`cogra.runtime.fast.mixed_sliding`), or None where that does not apply."""
+    spec = engine.windows
+    c = fast.chan
+    if (fast.mode != 0 or len(c.x_is_min) or spec.size is None
+            or not is_integral(spec, engine.bound.time_type) or not len(lo)):
+        return None
+    size, slide = int(spec.size), int(spec.step)
+    if size % slide or size // slide < MIN_PANES_PER_WINDOW:
+        return None
+    seg = np.asarray(seg, np.int64)
+    k = np.asarray(start, np.int64) // slide
+    if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
+        return None
+    group = min(size // slide, GROUP_LANES)
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    # The longest span a pass covers: a window to the last window of its group.
+    key = seg * (int(k.max() - k.min()) + 2 * group + 2) + (k - k.min())
+    last = np.searchsorted(key, key + group - 1, side="right") - 1
+    max_span = max(1, int((hi[last] - lo).max()))
+    from cogra.runtime.fast.mixed_sliding import run_mixed_sliding
+
+    rows = subs.rows
+    times = engine.time_np[rows]
+    out = KernelOut.zeros(len(seg), c)
+    redo = np.zeros(len(seg), np.bool_)
+    run_mixed_sliding(
+        times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
+        fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
+        fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+        fast.pair_of, fast.pair_flags, fast.m_of, fast.live_i, fast.live_f,
+        fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid,
+        seg, k, lo, hi, slide, size, group, fast._max_batch(times, subs.bits), max_span,
+        out.i, out.f, out.e, out.r, redo,
+    )
+    again = np.flatnonzero(redo)
+    if len(again):
+        out.put(again, fast.run_raw(subs, lo[again], hi[again]))
     return out
 
 
