@@ -23,7 +23,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit, _contribute
+from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
 from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _window_ranks
 
 
@@ -70,6 +71,40 @@ def _lanes_into_node(ti, tf, tr, p, t, i, bi, bf, br, s, lanes, live_i, live_f):
                 tf[p, t, i, ln, k] = bf[s, ln, k]
 
 
+@njit(cache=True, inline="always")
+def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
+    """:func:`kernels._contribute` for every reached lane of batch row ``d`` (no MIN/MAX):
+    each slot-program op is decoded once, then applied lane by lane."""
+    for k in range(lo, hi):
+        op = prog[k, 1]
+        a = prog[k, 2]
+        s1 = prog[k, 3]
+        s2 = prog[k, 4]
+        s3 = prog[k, 5]
+        if op != OP_CNT and not a_valid[a, e]:
+            continue
+        if op == OP_CNT or op == OP_NN:
+            for ln in range(lanes):
+                if br[d, ln]:
+                    bi[d, ln, s1] += bi[d, ln, 0]
+                    bf[d, ln, s2] += bf[d, ln, 0]
+        elif op == OP_SUM_INT:
+            x = a_int[a, e]
+            xu = np.uint64(x)
+            xf = np.float64(x)
+            for ln in range(lanes):
+                if br[d, ln]:
+                    bi[d, ln, s1] += xu * bi[d, ln, 0]
+                    bf[d, ln, s2] += xf * bf[d, ln, 0]
+                    bf[d, ln, s3] += abs(xf) * bf[d, ln, 0]
+        elif op == OP_SUM_FLOAT:
+            xf = a_flt[a, e]
+            for ln in range(lanes):
+                if br[d, ln]:
+                    bf[d, ln, s2] += xf * bf[d, ln, 0]
+                    bf[d, ln, s3] += abs(xf) * bf[d, ln, 0]
+
+
 @njit(cache=True)
 def run_mixed_sliding(
     times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
@@ -84,26 +119,29 @@ def run_mixed_sliding(
     module docstring).  Windows come grouped by segment, ``k`` ascending within one."""
     lanes = group + 1
     n_pairs = m_of.shape[0]
-    m_max = max_span + 1
     si = np.zeros((nv, lanes, n_i), np.uint64)
     sf = np.zeros((nv, lanes, n_f), np.float64)
     sr = np.zeros((nv, lanes), np.bool_)
     bi = np.zeros((max_batch, lanes, n_i), np.uint64)
     bf = np.zeros((max_batch, lanes, n_f), np.float64)
     br = np.zeros((max_batch, lanes), np.bool_)
-    bx = np.zeros((1, 0), np.int64)  # no MIN/MAX channels
     bvar = np.zeros(max_batch, np.int64)
     bev = np.zeros(max_batch, np.int64)
+    block = 2 * max_span  # ranks hold for a block of positions: a span and what follows it
+    m_max = block + 1
+    rank_buf = np.zeros(block, np.int64)
+    rank_pos = np.zeros(block, np.int64)
+    lr = np.zeros((max(1, n_pairs), block), np.int64)
+    la = np.zeros((max(1, n_pairs), block), np.int64)
+    lb = np.zeros((max(1, n_pairs), block), np.int64)
+    leq = np.zeros((max(1, n_pairs), block), np.int64)
+    m_loc = np.zeros(max(1, n_pairs), np.int64)
+    n_pos = times.shape[0]
+    blo = -1
+    bhi = -1
     ti = np.zeros((max(1, n_pairs), 3, m_max, lanes, n_i), np.uint64)
     tf = np.zeros((max(1, n_pairs), 3, m_max, lanes, n_f), np.float64)
     tr = np.zeros((max(1, n_pairs), 3, m_max, lanes), np.bool_)
-    rank_buf = np.zeros(max_span, np.int64)
-    rank_pos = np.zeros(max_span, np.int64)
-    lr = np.zeros((max(1, n_pairs), max_span), np.int64)
-    la = np.zeros((max(1, n_pairs), max_span), np.int64)
-    lb = np.zeros((max(1, n_pairs), max_span), np.int64)
-    leq = np.zeros((max(1, n_pairs), max_span), np.int64)
-    m_loc = np.zeros(max(1, n_pairs), np.int64)
     nvu = np.uint64(nv)
     n_win = win_lo.shape[0]
     w = 0
@@ -121,10 +159,14 @@ def run_mixed_sliding(
         si[:] = 0
         sf[:] = 0.0
         sr[:] = False
+        if n_pairs and not (blo <= lo and hi <= bhi):
+            blo = lo
+            bhi = min(n_pos, lo + 2 * (hi - lo))
+            for p in range(n_pairs):
+                m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a,
+                                         q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
         for p in range(n_pairs):
-            m = _window_ranks(p, pair_flags[p], lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq,
-                              g_valid, rank_buf, rank_pos, lr, la, lb, leq)
-            m_loc[p] = m
+            m = m_loc[p]
             for t in range(3):
                 tr[p, t, :m + 1] = False  # empties every node (see _lanes_into_node)
         failed = False
@@ -165,7 +207,7 @@ def run_mixed_sliding(
                 if lane > group:
                     lane = group
                 okb = pair_ok[e]
-                d = e - lo
+                d = e - blo
                 for v in range(nv):
                     if _bit(bits, v) == 0:
                         continue
@@ -212,10 +254,8 @@ def run_mixed_sliding(
                                                     live_i, live_f):
                                     alive = True
                     if alive:
-                        for ln in range(lanes):
-                            if br[nb, ln]:
-                                _contribute(bi[nb, ln], bf[nb, ln], bx[0], prog, op_ptr[v], op_ptr[v + 1],
-                                            rows[e], a_int, a_flt, a_valid, a_key)
+                        _contribute_lanes(bi, bf, br, nb, lanes, prog, op_ptr[v], op_ptr[v + 1], rows[e],
+                                          a_int, a_flt, a_valid)
                         bvar[nb] = v
                         bev[nb] = e
                         nb += 1
@@ -237,7 +277,7 @@ def run_mixed_sliding(
                     p = pair_of[v, vv]
                     if p < 0 or not h_valid[p, rows[e]]:
                         continue
-                    r = lr[p, e - lo]
+                    r = lr[p, e - blo]
                     m = m_loc[p]
                     fl = pair_flags[p]
                     if fl & USE_PREFIX:

@@ -29,10 +29,10 @@ from cogra.runtime.windows import is_integral
 MIN_PANES_PER_WINDOW = 8
 """Sharing pays off from about ``nv + 1`` panes per window; tests lower this to 1."""
 GROUP_LANES = 16
-"""Mixed-grained sliding windows evaluated per pass (:mod:`mixed_sliding`): q3 as printed
-(60 windows per event) took 3.0 / 2.3 / 2.0 / 2.0 / 2.0 / 2.7 s for 4 / 8 / 12 / 16 / 32 / 60
-(per-window kernel: 4.2 s); the per-pass cost (ranks, traversal) and the per-lane cost
-balance around 16."""
+"""Mixed-grained sliding windows evaluated per pass (:mod:`mixed_sliding`).  q3 as printed
+(200k events, 60 windows per event) took 1.97 / 1.77 / 1.74 / 1.68 s with 8 / 12 / 16 / 24
+(per-window kernel: 4.2 s): the per-pass cost (traversal, ranks) and the per-lane cost
+(the lanes' arithmetic) balance in that range."""
 SPECIALIZE_MIN_EVENTS = 1_000_000
 """Inputs at least this large run the kernel generated for the query's shape
 (:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
