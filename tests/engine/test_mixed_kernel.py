@@ -23,6 +23,19 @@ from tests.compare import assert_same_result
 OPS = ["<", "<=", ">", ">=", "=", "<>"]
 
 
+def random_stream(seed: int, n: int, distinct: int) -> pa.Table:
+    """``n`` events of types A, B and the irrelevant X, with ties, ``distinct`` values of
+    ``v`` (and of ``w``, halved), and a grouping column ``g``."""
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "type": pa.array(rng.choice(["A", "B", "X"], n, p=[0.6, 0.3, 0.1])),
+        "time": pa.array(np.sort(rng.integers(0, max(2, n // 2), n))),
+        "v": pa.array(rng.integers(0, distinct, n)),
+        "w": pa.array(rng.integers(0, distinct, n) * 0.5),
+        "g": pa.array(rng.integers(0, 2, n)),
+    })
+
+
 def both(query: str, table: pa.Table) -> pa.Table:
     got = cogra.evaluate(query, table, compiled=True, on_overflow="null")
     want = cogra.evaluate(query, table, compiled=False, on_overflow="null")
@@ -52,13 +65,7 @@ def test_q3_compiled_equals_python(slide) -> None:
 def test_random_comparisons_and_windows(op, other, pattern, kept, n, distinct, size, slide, seed) -> None:
     # The kept variable's Fenwick trees carry only the channels its states can hold:
     # A's (counts, its own MIN and AVG) or B's (those plus B's SUM).
-    rng = np.random.default_rng(seed)
-    table = pa.table({
-        "type": pa.array(rng.choice(["A", "B", "X"], n, p=[0.6, 0.3, 0.1])),
-        "time": pa.array(np.sort(rng.integers(0, max(2, n // 2), n))),
-        "v": pa.array(rng.integers(0, distinct, n)),
-        "w": pa.array(rng.integers(0, distinct, n) * 0.5),
-    })
+    table = random_stream(seed, n, distinct)
     size = max(size, slide)
     query = (f"RETURN COUNT(*), SUM(B.v), MIN(A.w), AVG(A.v), MAX(B.w) PATTERN {pattern} "
              f"WHERE {kept}.v {op} NEXT({kept}).{other} "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import warnings
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -23,6 +22,7 @@ from cogra.datasets import stock
 from cogra.examples import Q3
 from cogra.runtime.fast import mixed_sliding, sliding
 from tests.compare import assert_same_result
+from tests.engine.test_mixed_kernel import random_stream
 from tests.engine.test_sliding import forced
 
 OPS = ["<", "<=", ">", ">=", "=", "<>"]
@@ -77,14 +77,7 @@ def test_grouped_windows_equal_python(op, pattern, kept, n, distinct, slide, pan
         kept = "A"
     if kept == "A" and pattern == "SEQ(A, B+)":
         kept = "B"  # A is not under a Kleene plus there: it cannot follow itself
-    rng = np.random.default_rng(seed)
-    table = pa.table({
-        "type": pa.array(rng.choice(["A", "B", "X"], n, p=[0.6, 0.3, 0.1])),
-        "time": pa.array(np.sort(rng.integers(0, max(2, n // 2), n))),
-        "v": pa.array(rng.integers(0, distinct, n)),
-        "w": pa.array(rng.integers(0, distinct, n) * 0.5),
-        "g": pa.array(rng.integers(0, 2, n)),
-    })
+    table = random_stream(seed, n, distinct)
     returns = "COUNT(*), SUM(A.v), AVG(A.w)" + (", SUM(B.w)" if "B" in pattern else "")
     query = (f"RETURN {'g, ' if grouping else ''}{returns} PATTERN {pattern} "
              f"WHERE {kept}.v {op} NEXT({kept}).v "

@@ -225,6 +225,17 @@ def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq
 
 
 @njit(cache=True)
+def _rank_buffers(n_pairs, block):
+    """Scratch for :func:`_window_ranks` over blocks of up to ``block`` positions:
+    ``(buf, pos, lr, la, lb, leq, m_loc)``."""
+    rows_ = max(1, n_pairs)
+    return (np.zeros(block, np.int64), np.zeros(block, np.int64),
+            np.zeros((rows_, block), np.int64), np.zeros((rows_, block), np.int64),
+            np.zeros((rows_, block), np.int64), np.zeros((rows_, block), np.int64),
+            np.zeros(rows_, np.int64))
+
+
+@njit(cache=True)
 def run_mixed_windows(
     mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, x_is_min, n_i, n_f,
@@ -264,16 +275,10 @@ def run_mixed_windows(
     tx = np.zeros((max(1, n_struct), 3, m_max, n_x), np.int64)
     tr = np.zeros((max(1, n_struct), 3, m_max), np.bool_)
     te = np.zeros((max(1, n_struct), 3, m_max), np.int64)  # per node: exponent of its floats
-    rank_buf = np.zeros(span, np.int64)
-    rank_pos = np.zeros(span, np.int64)
-    lr = np.zeros((max(1, n_struct), span), np.int64)
-    la = np.zeros((max(1, n_struct), span), np.int64)
-    lb = np.zeros((max(1, n_struct), span), np.int64)
-    leq = np.zeros((max(1, n_struct), span), np.int64)
+    rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_struct, span)
     n_pos = times.shape[0]
     blo = -1
     bhi = -1
-    m_loc = np.zeros(max(1, n_struct), np.int64)
     # next / contiguous: waiting kept states per variable.
     cap = max_window if mode != 0 else 1
     wi = np.zeros((nv, cap, n_i), np.uint64)

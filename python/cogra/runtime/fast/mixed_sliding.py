@@ -25,7 +25,7 @@ from numba import njit
 
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
-from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _window_ranks
+from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_buffers, _window_ranks
 
 
 @njit(cache=True, inline="always")
@@ -129,13 +129,7 @@ def run_mixed_sliding(
     bev = np.zeros(max_batch, np.int64)
     block = 2 * max_span  # ranks hold for a block of positions: a span and what follows it
     m_max = block + 1
-    rank_buf = np.zeros(block, np.int64)
-    rank_pos = np.zeros(block, np.int64)
-    lr = np.zeros((max(1, n_pairs), block), np.int64)
-    la = np.zeros((max(1, n_pairs), block), np.int64)
-    lb = np.zeros((max(1, n_pairs), block), np.int64)
-    leq = np.zeros((max(1, n_pairs), block), np.int64)
-    m_loc = np.zeros(max(1, n_pairs), np.int64)
+    rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_pairs, block)
     n_pos = times.shape[0]
     blo = -1
     bhi = -1
