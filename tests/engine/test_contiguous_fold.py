@@ -37,8 +37,8 @@ def fold_spy():
     folded: list[bool] = []
     real = Engine.contiguous_pair_ok_bits
 
-    def spy(engine, subs):
-        bits = real(engine, subs)
+    def spy(engine, subs, base):
+        bits = real(engine, subs, base)
         folded.append(bits is not None)
         return bits
 
@@ -159,7 +159,7 @@ def test_q1_folded_equals_per_event_kernel(slide, monkeypatch) -> None:
 
     monkeypatch.setattr(sliding, "run_raw", counted)
     folded = evaluate(q, table, compiled=True)
-    monkeypatch.setattr(Engine, "contiguous_pair_ok_bits", lambda self, subs: None)
+    monkeypatch.setattr(Engine, "contiguous_pair_ok_bits", lambda self, subs, base: None)
     per_event = evaluate(q, table, compiled=True)
     assert folded.num_rows > 40
     assert_same_result(folded, per_event)

@@ -266,9 +266,9 @@ class Engine:
             bits[~ok] &= ~np.uint64(1 << (v * nv + u))
         return bits
 
-    def contiguous_pair_ok_bits(self, subs: "SubStreams") -> np.ndarray | None:
-        """:meth:`pair_ok_bits` with the predicates that read the earlier event folded in,
-        under ``contiguous`` where that is exact; else None.
+    def contiguous_pair_ok_bits(self, subs: "SubStreams", bits: np.ndarray) -> np.ndarray | None:
+        """``bits`` (:meth:`pair_ok_bits`) with the predicates that read the earlier event
+        folded in, as a new array, under ``contiguous`` where that is exact; else None.
 
         Under ``contiguous`` an event's only possible predecessors are the events at the
         sub-stream's previous timestamp (SEMANTICS.md §3: nothing may lie strictly
@@ -305,7 +305,7 @@ class Engine:
             prev_row[pos_rows[idx]] = pos_rows[before[idx]]
             has_prev[pos_rows[idx]] = True
         nv = len(b.automaton.names)
-        bits = self.pair_ok_bits()
+        bits = bits.copy()
         for (u, v), preds in self.pairs.by_pair.items():
             reading = [p for p in preds if p.uses_prev]
             if not reading:

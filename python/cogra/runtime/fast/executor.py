@@ -80,7 +80,7 @@ class FastExecutor:
         self.pair_ok = engine.pair_ok_bits()
         self.kept = b.kept_variables
         if self.kept and subs is not None:
-            folded = engine.contiguous_pair_ok_bits(subs)
+            folded = engine.contiguous_pair_ok_bits(subs, self.pair_ok)
             if folded is not None:
                 self.pair_ok, self.kept = folded, frozenset()
         if self.kept:

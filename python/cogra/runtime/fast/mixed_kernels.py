@@ -224,6 +224,21 @@ def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq
     return m
 
 
+@njit(cache=True, inline="always")
+def _rank_block(lo, hi, blo, bhi, n_pairs, plays, rows, pair_flags, h_rank, h_valid, q_a, q_b, q_eq,
+                g_valid, buf, pos, lr, la, lb, leq, m_loc):
+    """The rank block ``(blo, bhi)`` for positions ``[lo, hi)``: the current one if it holds
+    them, else ``[lo, lo + 2 (hi - lo))`` (clipped), re-ranked -- so consecutive windows or
+    passes re-rank about once per length."""
+    if n_pairs and not (blo <= lo and hi <= bhi):
+        blo = lo
+        bhi = min(plays.shape[0], lo + 2 * (hi - lo))
+        for p in range(n_pairs):
+            m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a, q_b,
+                                     q_eq, g_valid, buf, pos, lr, la, lb, leq)
+    return blo, bhi
+
+
 @njit(cache=True)
 def _rank_buffers(n_pairs, block):
     """Scratch for :func:`_window_ranks` over blocks of up to ``block`` positions:
@@ -276,7 +291,6 @@ def run_mixed_windows(
     tr = np.zeros((max(1, n_struct), 3, m_max), np.bool_)
     te = np.zeros((max(1, n_struct), 3, m_max), np.int64)  # per node: exponent of its floats
     rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_struct, span)
-    n_pos = times.shape[0]
     blo = -1
     bhi = -1
     # next / contiguous: waiting kept states per variable.
@@ -296,14 +310,9 @@ def run_mixed_windows(
         unit = 1.0
         i = win_lo[w]
         hi = win_hi[w]
-        # Ranks are local to a block of positions [blo, bhi) that holds the window; the
-        # block is twice the window, so sliding windows re-rank once per ~window length.
-        if n_struct and not (blo <= i and hi <= bhi):
-            blo = i
-            bhi = min(n_pos, i + 2 * (hi - i))
-            for p in range(n_struct):
-                m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a,
-                                         q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+        # Ranks are local to a block of positions [blo, bhi) that holds the window.
+        blo, bhi = _rank_block(i, hi, blo, bhi, n_struct, plays, rows, pair_flags, h_rank, h_valid,
+                               q_a, q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, m_loc)
         lo = blo
         for p in range(n_struct):
             m = m_loc[p]

@@ -25,7 +25,7 @@ from numba import njit
 
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
-from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_buffers, _window_ranks
+from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_block, _rank_buffers
 
 
 @njit(cache=True, inline="always")
@@ -130,7 +130,6 @@ def run_mixed_sliding(
     block = 2 * max_span  # ranks hold for a block of positions: a span and what follows it
     m_max = block + 1
     rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_pairs, block)
-    n_pos = times.shape[0]
     blo = -1
     bhi = -1
     ti = np.zeros((max(1, n_pairs), 3, m_max, lanes, n_i), np.uint64)
@@ -153,12 +152,8 @@ def run_mixed_sliding(
         si[:] = 0
         sf[:] = 0.0
         sr[:] = False
-        if n_pairs and not (blo <= lo and hi <= bhi):
-            blo = lo
-            bhi = min(n_pos, lo + 2 * (hi - lo))
-            for p in range(n_pairs):
-                m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a,
-                                         q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+        blo, bhi = _rank_block(lo, hi, blo, bhi, n_pairs, plays, rows, pair_flags, h_rank, h_valid,
+                               q_a, q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, m_loc)
         for p in range(n_pairs):
             m = m_loc[p]
             for t in range(3):

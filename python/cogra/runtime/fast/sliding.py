@@ -78,10 +78,8 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
 
         kernel = sliding_for(fast.shape())
     slide, panes = shape
-    seg = np.asarray(seg, np.int64)
-    k = np.asarray(start, np.int64) // slide
-    # The kernel walks each segment's windows once, in order of k.
-    if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
+    seg, k = _in_walk_order(seg, start, slide)
+    if seg is None:
         return None
     rows = subs.rows
     times = engine.time_np[rows]
@@ -104,6 +102,16 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     return out
 
 
+def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
+    """``(segment, pane k)`` per window as int64 arrays, or ``(None, None)`` unless the
+    windows come by segment with ``k`` ascending (the order both kernels walk them in)."""
+    seg = np.asarray(seg, np.int64)
+    k = np.asarray(start, np.int64) // slide
+    if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
+        return None, None
+    return seg, k
+
+
 def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
                lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
     """Mixed-grained sliding windows, a group of windows per pass
@@ -116,9 +124,8 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     size, slide = int(spec.size), int(spec.step)
     if size % slide or size // slide < MIN_PANES_PER_WINDOW:
         return None
-    seg = np.asarray(seg, np.int64)
-    k = np.asarray(start, np.int64) // slide
-    if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
+    seg, k = _in_walk_order(seg, start, slide)
+    if seg is None:
         return None
     group = min(size // slide, GROUP_LANES)
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
