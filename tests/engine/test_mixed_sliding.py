@@ -1,10 +1,13 @@
-"""Mixed-grained sliding windows, a group of windows per pass (fast/mixed_sliding.py).
+"""Mixed-grained sliding windows: all windows in one pass over a ring of lanes by start
+pane (fast/mixed_ring.py), or a group of windows per pass (fast/mixed_sliding.py).
 
-The kernel keeps every state as lanes by start pane and reads a window from the lanes
-that started inside it.  It must return exactly what the exact Python executor returns
-(which the property tests tie to the two-step reference), for any group size -- small
-groups put many windows in the "started later" lane -- and fall back to the per-window
-kernel where counts pass 2**600.
+Both kernels keep every state as lanes by start pane and read a window from the lanes
+that started inside it.  They must return exactly what the exact Python executor returns
+(which the property tests tie to the two-step reference): the ring kernel across rank
+blocks (re-ranked and rebuilt as the events move on), gaps longer than a window and
+negative times; the grouped kernel for any group size -- small groups put many windows
+in the "started later" lane.  Both fall back to the per-window kernel where counts pass
+2**600.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import warnings
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +24,7 @@ from hypothesis import strategies as st
 import cogra
 from cogra.datasets import stock
 from cogra.examples import Q3
-from cogra.runtime.fast import mixed_sliding, sliding
+from cogra.runtime.fast import mixed_ring, mixed_sliding, sliding
 from tests.compare import assert_same_result
 from tests.engine.test_mixed_kernel import random_stream
 from tests.engine.test_sliding import forced
@@ -28,22 +32,30 @@ from tests.engine.test_sliding import forced
 OPS = ["<", "<=", ">", ">=", "=", "<>"]
 
 
+RING = 0
+"""``lanes`` value that selects the ring kernel."""
+
+
 @contextlib.contextmanager
 def grouped(lanes: int):
-    """Groups of ``lanes`` windows; yields the list of kernel calls."""
+    """The grouped kernel with groups of ``lanes`` windows, or the ring kernel if ``lanes``
+    is :data:`RING`; yields the list of calls of the chosen kernel."""
     calls = []
-    real = mixed_sliding.run_mixed_sliding
-    old = sliding.GROUP_LANES
+    module, name = (mixed_ring, "run_mixed_ring") if lanes == RING else (mixed_sliding, "run_mixed_sliding")
+    real = getattr(module, name)
+    old = sliding.GROUP_LANES, sliding.RING
 
     def counted(*args):
         calls.append(1)
         return real(*args)
 
-    mixed_sliding.run_mixed_sliding, sliding.GROUP_LANES = counted, lanes
+    setattr(module, name, counted)
+    sliding.GROUP_LANES, sliding.RING = max(lanes, 1), lanes == RING
     try:
         yield calls
     finally:
-        mixed_sliding.run_mixed_sliding, sliding.GROUP_LANES = real, old
+        setattr(module, name, real)
+        sliding.GROUP_LANES, sliding.RING = old
 
 
 def exact(query: str, table: pa.Table) -> pa.Table:
@@ -67,17 +79,24 @@ def compiled(query: str, table: pa.Table) -> pa.Table:
     distinct=st.sampled_from([3, 50]),
     slide=st.integers(1, 4),
     panes=st.integers(1, 12),
-    lanes=st.sampled_from([1, 2, 3, 16]),
+    lanes=st.sampled_from([RING, RING, 1, 2, 3, 16]),
     grouping=st.booleans(),
+    times=st.sampled_from(["dense", "gaps", "negative"]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_grouped_windows_equal_python(op, pattern, kept, n, distinct, slide, panes, lanes, grouping,
-                                      seed) -> None:
+def test_shared_windows_equal_python(op, pattern, kept, n, distinct, slide, panes, lanes, grouping, times,
+                                     seed) -> None:
     if kept == "B" and "B" not in pattern:
         kept = "A"
     if kept == "A" and pattern == "SEQ(A, B+)":
         kept = "B"  # A is not under a Kleene plus there: it cannot follow itself
     table = random_stream(seed, n, distinct)
+    if times == "gaps":  # silences longer than any window (48 s): the ring empties
+        rng = np.random.default_rng(seed)
+        steps = rng.choice([0, 1, 60], n, p=[0.3, 0.6, 0.1])
+        table = table.set_column(1, "time", pa.array(np.cumsum(steps)))
+    elif times == "negative":  # panes below zero: ring slots by floor modulo
+        table = table.set_column(1, "time", pa.array(table.column("time").to_numpy() - 1000))
     returns = "COUNT(*), SUM(A.v), AVG(A.w)" + (", SUM(B.w)" if "B" in pattern else "")
     query = (f"RETURN {'g, ' if grouping else ''}{returns} PATTERN {pattern} "
              f"WHERE {kept}.v {op} NEXT({kept}).v "
@@ -89,8 +108,8 @@ def test_grouped_windows_equal_python(op, pattern, kept, n, distinct, slide, pan
     assert calls or got.num_rows == 0
 
 
-@pytest.mark.parametrize("lanes", [3, 16])
-def test_q3_grouped_equals_per_window_kernel(lanes) -> None:
+@pytest.mark.parametrize("lanes", [RING, 3, 16])
+def test_q3_shared_equals_per_window_kernel(lanes) -> None:
     table = stock(4000, rate=2.0)
     with grouped(lanes) as calls:
         got = compiled(Q3, table)
@@ -105,7 +124,8 @@ def test_q3_grouped_equals_per_window_kernel(lanes) -> None:
     assert_same_result(got, want)
 
 
-def test_huge_counts_fall_back_per_window(monkeypatch) -> None:
+@pytest.mark.parametrize("lanes", [RING, 16])
+def test_huge_counts_fall_back_per_window(monkeypatch, lanes) -> None:
     # Strictly increasing values: every subset is a trend, 2**n per window -- past 2**600
     # the group is redone window by window (COUNT overflows to NULL, AVG stays exact).
     from cogra.runtime.fast.executor import FastExecutor
@@ -119,9 +139,50 @@ def test_huge_counts_fall_back_per_window(monkeypatch) -> None:
                       "v": pa.array(range(n), pa.int64())})
     query = ("RETURN COUNT(*), AVG(A.v) PATTERN A+ WHERE A.v < NEXT(A).v "
              "WITHIN 680 seconds SLIDE 20 seconds")
-    with grouped(16) as calls:
+    with grouped(lanes) as calls:
         got = compiled(query, table)
     assert calls and redone
     counts = [r["COUNT(*)"] for r in got.to_pylist()]
     assert None in counts and 2**20 - 1 in counts  # full windows overflow int64; the last has 20 events
+    assert_same_result(got, exact(query, table))
+
+
+def test_ring_over_budget_uses_groups(monkeypatch) -> None:
+    # Where the ring's trees would not fit RING_MAX_BYTES, the grouped kernel runs instead.
+    table = stock(1500, rate=2.0)
+    ring_calls = []
+    monkeypatch.setattr(mixed_ring, "run_mixed_ring", lambda *args: ring_calls.append(1))
+    monkeypatch.setattr(sliding, "RING_MAX_BYTES", 0)
+    with grouped(16) as group_calls:
+        sliding.RING = True  # grouped() turned it off; only the budget may now rule the ring out
+        got = compiled(Q3, table)
+    assert group_calls and not ring_calls
+    assert_same_result(got, exact(Q3, table))
+
+
+def test_ring_rebuilds_across_rank_blocks() -> None:
+    # A long segment with short windows: the rank block (twice the live span) is passed
+    # many times, so live kept events are re-ranked and their stored lanes re-inserted,
+    # with the lanes of expired panes dropped.
+    rng = np.random.default_rng(7)
+    n = 3000
+    table = pa.table({"type": ["A"] * n, "time": pa.array(np.arange(n) // 3),
+                      "v": pa.array(rng.integers(0, 40, n))})
+    query = ("RETURN COUNT(*), AVG(A.v) PATTERN A+ WHERE A.v > NEXT(A).v "
+             "WITHIN 12 seconds SLIDE 2 seconds")
+    blocks = []
+    real = sliding._max_live_span
+
+    def spy(*args):
+        blocks.append(real(*args))
+        return blocks[-1]
+
+    sliding._max_live_span = spy
+    try:
+        with forced(), grouped(RING) as calls:
+            got = compiled(query, table)
+    finally:
+        sliding._max_live_span = real
+    assert calls and blocks and n > 10 * 2 * blocks[0]
+    assert got.num_rows > 400
     assert_same_result(got, exact(query, table))

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from cogra.runtime.fast import mixed_ring, mixed_sliding
 from cogra.runtime.fast.channels import KernelOut
 from cogra.runtime.windows import is_integral
 
@@ -33,6 +34,13 @@ GROUP_LANES = 16
 (200k events, 60 windows per event) took 1.97 / 1.77 / 1.74 / 1.68 s with 8 / 12 / 16 / 24
 (per-window kernel: 4.2 s): the per-pass cost (traversal, ranks) and the per-lane cost
 (the lanes' arithmetic) balance in that range."""
+RING = True
+"""Mixed-grained sliding windows use the ring kernel (:mod:`mixed_ring`) where it fits;
+tests turn it off to check the grouped kernel (:mod:`mixed_sliding`)."""
+RING_MAX_BYTES = 1 << 29
+"""The ring kernel's trees and stored vectors (``W`` lanes per channel over a block of
+twice the live positions) must fit in this; beyond it the grouped kernel's ``G + 1``
+lanes are used."""
 SPECIALIZE_MIN_EVENTS = 1_000_000
 """Inputs at least this large run the kernel generated for the query's shape
 (:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
@@ -114,8 +122,10 @@ def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
 
 def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
                lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
-    """Mixed-grained sliding windows, a group of windows per pass
-    (:mod:`cogra.runtime.fast.mixed_sliding`), or None where that does not apply."""
+    """Mixed-grained sliding windows: all of a sub-stream's windows in one pass over lanes
+    by start pane (:mod:`cogra.runtime.fast.mixed_ring`) where its memory fits, else a
+    group of windows per pass (:mod:`cogra.runtime.fast.mixed_sliding`); None where
+    neither applies."""
     spec = engine.windows
     c = fast.chan
     if (fast.mode != 0 or len(c.x_is_min) or spec.size is None
@@ -127,31 +137,53 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     seg, k = _in_walk_order(seg, start, slide)
     if seg is None:
         return None
-    group = min(size // slide, GROUP_LANES)
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-    # The longest span a pass covers: a window to the last window of its group.
-    key = seg * (int(k.max() - k.min()) + 2 * group + 2) + (k - k.min())
-    last = np.searchsorted(key, key + group - 1, side="right") - 1
-    max_span = max(1, int((hi[last] - lo).max()))
-    from cogra.runtime.fast.mixed_sliding import run_mixed_sliding
-
     rows = subs.rows
     times = engine.time_np[rows]
+    panes = size // slide
     out = KernelOut.zeros(len(seg), c)
     redo = np.zeros(len(seg), np.bool_)
-    run_mixed_sliding(
-        times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
-        fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
-        fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-        fast.pair_of, fast.pair_flags, fast.m_of, fast.live_i, fast.live_f,
-        fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid,
-        seg, k, lo, hi, slide, size, group, fast._max_batch(times, subs.bits), max_span,
-        out.i, out.f, out.e, out.r, redo,
-    )
+    max_batch = fast._max_batch(times, subs.bits)
+    common = (times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
+              fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f)
+    pairs = (fast.pair_of, fast.pair_flags)
+    ranks = (fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid)
+    ring_span = _max_live_span(times // slide, subs.seg_ptr, panes)
+    n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
+    if RING and mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, ring_span) <= RING_MAX_BYTES:
+        mixed_ring.run_mixed_ring(
+            *common, fast.a_int, fast.a_flt, fast.a_valid, rows, *pairs, fast.live_i, fast.live_f, *ranks,
+            seg, k, lo, hi, slide, panes, max_batch, ring_span,
+            out.i, out.f, out.e, out.r, redo,
+        )
+    else:
+        group = min(panes, GROUP_LANES)
+        # The longest span a pass covers: a window to the last window of its group.
+        key = seg * (int(k.max() - k.min()) + 2 * group + 2) + (k - k.min())
+        last = np.searchsorted(key, key + group - 1, side="right") - 1
+        max_span = max(1, int((hi[last] - lo).max()))
+        mixed_sliding.run_mixed_sliding(
+            *common, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+            *pairs, fast.m_of, fast.live_i, fast.live_f, *ranks,
+            seg, k, lo, hi, slide, size, group, max_batch, max_span,
+            out.i, out.f, out.e, out.r, redo,
+        )
     again = np.flatnonzero(redo)
     if len(again):
         out.put(again, fast.run_raw(subs, lo[again], hi[again]))
     return out
+
+
+def _max_live_span(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
+    """The most positions of one segment in ``per_window`` consecutive panes (ending at
+    an event's pane): what the ring kernel's trees hold at once."""
+    if len(pane) == 0:
+        return 1
+    seg_of = np.repeat(np.arange(len(seg_ptr) - 1), np.diff(seg_ptr))
+    key = seg_of * (int(pane.max() - pane.min()) + per_window + 1) + (pane - pane.min())
+    first = np.searchsorted(key, key - (per_window - 1), side="left")
+    last = np.searchsorted(key, key, side="right")
+    return max(1, int((last - first).max()))
 
 
 def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:

@@ -1,0 +1,466 @@
+"""Sliding windows for the mixed-grained (``any``) kernel: all windows of a sub-stream in one pass.
+
+Under ``WITHIN d SLIDE s`` (``s | d``, ``W = d / s`` panes per window) a trend lies in
+window ``k`` iff it starts in pane ``k`` or later and ends before pane ``k + W``.  So
+every state -- a variable's type-grained totals, a Fenwick node over kept events, a
+batch row -- is kept as a vector of ``W`` *lanes*: lane ``q mod W`` holds the trends that
+started in pane ``q``, for the ``W`` most recent panes ``q`` (a ring).  When the events
+reach pane ``P``, the lanes of panes ``<= P - W`` can no longer be in any open window:
+their slots are cleared and reused.  Window ``k`` is read just before the first event of
+pane ``k + W``, with the ring advanced to pane ``k + W - 1``: then the ring holds exactly
+its panes, and its result is the sum of all lanes of the final variables' totals.
+
+Per event that is one Fenwick traversal with ``W``-wide additions (vectorised: lanes are
+the innermost, contiguous axis, and no lane carries a reach flag -- a lane is reached
+iff its float count is positive, as no count is ever rescaled here), instead of one per
+window (:func:`mixed_kernels.run_mixed_windows`) or one per group of windows
+(:mod:`mixed_sliding`).
+
+The trees now outlive windows, so their ranks must too: ranks are local to a *block* of
+positions (:func:`mixed_kernels._window_ranks`) holding the live panes and as much again
+ahead.  When the events leave the block, a new one starts at the oldest live pane; every
+live kept event's lane vector (stored when it was inserted, with the lanes that expired
+since cleared) goes to its new rank and the trees are rebuilt in linear time.
+
+Scope (the caller checks it): ``any``, no MIN/MAX, ``s | d``, and memory for
+``W``-lane trees and stored vectors over a block.  Counts past 2**600 (where the
+per-window kernel would rescale its floats) stop the segment: its windows not yet read
+are flagged in ``redo`` for the per-window kernel.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
+from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_buffers, _window_ranks
+
+
+def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
+    """Bytes :func:`run_mixed_ring` allocates for trees and stored vectors (the caller
+    refuses the kernel above a budget): per pair, three trees and one stored vector per
+    position over a block of ``2 * max_span`` positions, ``n_live`` channels of ``lanes``."""
+    block = 2 * max_span + 1
+    return 4 * max(1, n_pairs) * block * max(1, n_live) * lanes * 8
+
+
+# The hot helpers below are separate compiled functions, not inlined: binding arrays to an
+# inlined helper's arguments costs an atomic reference-count pair per call (a fifth of the
+# kernel's time when every Fenwick node visit was such a call); a call per traversal does not.
+
+@njit(cache=True)
+def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one):
+    """Batch row ``d`` += the Fenwick prefix ``[1, a]`` of tree ``(p, t)`` -- or node ``a``
+    alone if ``one`` (the ``=`` buckets) -- caught up to ring pane ``cur``."""
+    ni = live_i[p, 0]
+    nf = live_f[p, 0]
+    while a > 0:
+        last = ts[p, t, a]
+        if last != cur:  # panes passed since the last visit: empty the slots they reuse
+            ts[p, t, a] = cur
+            first = last + 1 if cur - last < lanes else cur - lanes + 1
+            for q in range(first, cur + 1):
+                ln = q % lanes
+                for c in range(ni):
+                    ti[p, t, a, c, ln] = 0
+                for c in range(nf):
+                    tf[p, t, a, c, ln] = 0.0
+        for c in range(ni):
+            k = live_i[p, c + 1]
+            for ln in range(lanes):
+                bi[d, k, ln] += ti[p, t, a, c, ln]
+        for c in range(nf):
+            k = live_f[p, c + 1]
+            for ln in range(lanes):
+                bf[d, k, ln] += tf[p, t, a, c, ln]
+        if one:
+            break
+        a -= a & (-a)
+
+
+@njit(cache=True)
+def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, one):
+    """Batch row ``s`` into tree ``(p, t)`` at Fenwick index ``a`` (and the nodes above it
+    up to ``m``, unless ``one``), caught up to ring pane ``cur``."""
+    ni = live_i[p, 0]
+    nf = live_f[p, 0]
+    while a <= m:
+        last = ts[p, t, a]
+        if last != cur:
+            ts[p, t, a] = cur
+            first = last + 1 if cur - last < lanes else cur - lanes + 1
+            for q in range(first, cur + 1):
+                ln = q % lanes
+                for c in range(ni):
+                    ti[p, t, a, c, ln] = 0
+                for c in range(nf):
+                    tf[p, t, a, c, ln] = 0.0
+        for c in range(ni):
+            k = live_i[p, c + 1]
+            for ln in range(lanes):
+                ti[p, t, a, c, ln] += bi[s, k, ln]
+        for c in range(nf):
+            k = live_f[p, c + 1]
+            for ln in range(lanes):
+                tf[p, t, a, c, ln] += bf[s, k, ln]
+        if one:
+            break
+        a += a & (-a)
+
+
+@njit(cache=True, inline="always")
+def _node_into_node(ti, tf, p, t, dst, src, lanes, live_i, live_f):
+    for c in range(live_i[p, 0]):
+        for ln in range(lanes):
+            ti[p, t, dst, c, ln] += ti[p, t, src, c, ln]
+    for c in range(live_f[p, 0]):
+        for ln in range(lanes):
+            tf[p, t, dst, c, ln] += tf[p, t, src, c, ln]
+
+
+@njit(cache=True, inline="always")
+def _stored_into_node(ti, tf, p, t, i, vi, vf, d, lanes, live_i, live_f):
+    for c in range(live_i[p, 0]):
+        for ln in range(lanes):
+            ti[p, t, i, c, ln] += vi[p, d, c, ln]
+    for c in range(live_f[p, 0]):
+        for ln in range(lanes):
+            tf[p, t, i, c, ln] += vf[p, d, c, ln]
+
+
+@njit(cache=True)
+def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
+    """:func:`kernels._contribute` over every lane of batch row ``d`` (no MIN/MAX).  A lane
+    with no trend has count 0 and gains 0 -- except from a non-finite value (``inf * 0``),
+    where only the lanes with trends take it."""
+    for k in range(lo, hi):
+        op = prog[k, 1]
+        a = prog[k, 2]
+        s1 = prog[k, 3]
+        s2 = prog[k, 4]
+        s3 = prog[k, 5]
+        if op != OP_CNT and not a_valid[a, e]:
+            continue
+        if op == OP_CNT or op == OP_NN:
+            for ln in range(lanes):
+                bi[d, s1, ln] += bi[d, 0, ln]
+            for ln in range(lanes):
+                bf[d, s2, ln] += bf[d, 0, ln]
+        elif op == OP_SUM_INT:
+            x = a_int[a, e]
+            xu = np.uint64(x)
+            xf = np.float64(x)
+            ax = abs(xf)
+            for ln in range(lanes):
+                bi[d, s1, ln] += xu * bi[d, 0, ln]
+            for ln in range(lanes):
+                bf[d, s2, ln] += xf * bf[d, 0, ln]
+                bf[d, s3, ln] += ax * bf[d, 0, ln]
+        elif op == OP_SUM_FLOAT:
+            xf = a_flt[a, e]
+            ax = abs(xf)
+            if np.isfinite(xf):
+                for ln in range(lanes):
+                    bf[d, s2, ln] += xf * bf[d, 0, ln]
+                    bf[d, s3, ln] += ax * bf[d, 0, ln]
+            else:
+                for ln in range(lanes):
+                    if bf[d, 0, ln] > 0.0:
+                        bf[d, s2, ln] += xf * bf[d, 0, ln]
+                        bf[d, s3, ln] += ax * bf[d, 0, ln]
+
+
+@njit(cache=True, inline="always")
+def _clear_slots(si, sf, first, last, lanes):
+    """Empty the type-grained totals' ring slots of panes ``first..last`` (all if that is
+    ``lanes`` or more).  Tree nodes are cleared lazily: each carries the ring pane it is
+    current at, and a visit first empties the slots that later panes reuse (so a node pays
+    for the panes since it was last touched, not every node for every pane)."""
+    n = last - first + 1
+    if n >= lanes:
+        si[:] = 0
+        sf[:] = 0.0
+        return
+    for q in range(first, first + n):
+        ln = q % lanes
+        si[:, :, ln] = 0
+        sf[:, :, ln] = 0.0
+
+
+@njit(cache=True)
+def _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lanes, n_live, cur):
+    """Trees from the stored vectors of the block's first ``n_live`` positions, at the
+    block's (new) ranks, as of ring pane ``cur``: leaves first, then the Fenwick sums in
+    one linear pass."""
+    for p in range(pair_flags.shape[0]):
+        m = m_loc[p]
+        fl = pair_flags[p]
+        for t in range(3):
+            if (fl >> t) & 1:  # USE_PREFIX, USE_SUFFIX, USE_EQUAL are bits 0, 1, 2: tree t is used
+                ti[p, t, :m + 1] = 0
+                tf[p, t, :m + 1] = 0.0
+                ts[p, t, :m + 1] = cur
+        for d in range(n_live):
+            if not vs[p, d]:
+                continue
+            r = lr[p, d]
+            if fl & USE_PREFIX:
+                _stored_into_node(ti, tf, p, 0, r + 1, vi, vf, d, lanes, live_i, live_f)
+            if fl & USE_SUFFIX:
+                _stored_into_node(ti, tf, p, 1, m - r, vi, vf, d, lanes, live_i, live_f)
+            if fl & USE_EQUAL:
+                _stored_into_node(ti, tf, p, 2, r + 1, vi, vf, d, lanes, live_i, live_f)
+        for t in range(2):
+            if (t == 0 and not fl & USE_PREFIX) or (t == 1 and not fl & USE_SUFFIX):
+                continue
+            for i in range(1, m + 1):
+                parent = i + (i & (-i))
+                if parent <= m:
+                    _node_into_node(ti, tf, p, t, parent, i, lanes, live_i, live_f)
+
+
+@njit(cache=True)
+def run_mixed_ring(
+    times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+    prog, op_ptr, n_i, n_f,
+    a_int, a_flt, a_valid, rows,
+    pair_of, pair_flags, live_i, live_f,
+    h_rank, h_valid, q_a, q_b, q_eq, g_valid,
+    win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
+    out_i, out_f, out_e, out_r, redo,
+):
+    """Every window ``[k*slide, (k + lanes)*slide)`` (see the module docstring).  Windows
+    come grouped by segment, ``k`` ascending within one; ``max_span`` bounds the positions
+    of a segment in any ``lanes`` consecutive panes."""
+    n_pairs = pair_flags.shape[0]
+    n_pos = plays.shape[0]
+    nl_i = 1
+    nl_f = 1
+    for p in range(n_pairs):
+        nl_i = max(nl_i, live_i[p, 0])
+        nl_f = max(nl_f, live_f[p, 0])
+    si = np.zeros((nv, n_i, lanes), np.uint64)
+    sf = np.zeros((nv, n_f, lanes), np.float64)
+    bi = np.zeros((max_batch, n_i, lanes), np.uint64)
+    bf = np.zeros((max_batch, n_f, lanes), np.float64)
+    bvar = np.zeros(max_batch, np.int64)
+    bev = np.zeros(max_batch, np.int64)
+    block = 2 * max_span  # re-ranked when the events pass its end, about once per span
+    rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_pairs, block)
+    ti = np.zeros((max(1, n_pairs), 3, block + 1, nl_i, lanes), np.uint64)
+    tf = np.zeros((max(1, n_pairs), 3, block + 1, nl_f, lanes), np.float64)
+    ts = np.zeros((max(1, n_pairs), 3, block + 1), np.int64)  # per node: the ring pane it is current at
+    # Each kept event's inserted vector, by position in the block (for re-ranking).
+    vi = np.zeros((max(1, n_pairs), block, nl_i, lanes), np.uint64)
+    vf = np.zeros((max(1, n_pairs), block, nl_f, lanes), np.float64)
+    vs = np.zeros((max(1, n_pairs), block), np.bool_)
+    nvu = np.uint64(nv)
+    n_win = win_lo.shape[0]
+    w = 0
+    while w < n_win:
+        seg = win_seg[w]
+        w2 = w + 1
+        while w2 < n_win and win_seg[w2] == seg:
+            w2 += 1
+        lo = win_lo[w]
+        hi = lo
+        for q in range(w, w2):
+            hi = max(hi, win_hi[q])
+        si[:] = 0
+        sf[:] = 0.0
+        vs[:] = False
+        blo = lo
+        bhi = min(n_pos, lo + block)
+        cur = times[lo] // slide if lo < hi else 0  # the ring holds panes cur - lanes + 1 .. cur
+        for p in range(n_pairs):
+            m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq,
+                                     g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+        _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lanes, 0, cur)
+        live_lo = lo  # first position of a live pane
+        failed = False
+        emit = w
+        i = lo
+        while True:
+            pane = times[i] // slide if i < hi else win_k[w2 - 1] + lanes
+            # Windows that end before this pane are complete: read them with the ring at their last pane.
+            while emit < w2 and win_k[emit] + lanes <= pane:
+                last = win_k[emit] + lanes - 1
+                if last < cur:  # the ring is past this window (cannot happen for windows in walk order)
+                    redo[emit] = True
+                    emit += 1
+                    continue
+                _clear_slots(si, sf, cur + 1 - lanes, last - lanes, lanes)
+                cur = last
+                out_i[emit] = 0
+                out_f[emit] = 0.0
+                for v in range(nv):
+                    if _bit(final_bits, v) == 0:
+                        continue
+                    for k in range(n_i):
+                        tot = np.uint64(0)
+                        for ln in range(lanes):
+                            tot += si[v, k, ln]
+                        out_i[emit, k] += tot
+                    for k in range(n_f):
+                        tot = 0.0
+                        for ln in range(lanes):
+                            tot += sf[v, k, ln]
+                        out_f[emit, k] += tot
+                out_r[emit] = out_f[emit, 0] > 0.0
+                out_e[emit] = 0
+                emit += 1
+            if i >= hi or emit >= w2:
+                break
+            if pane > cur:
+                _clear_slots(si, sf, cur + 1 - lanes, pane - lanes, lanes)
+                cur = pane
+            while times[live_lo] // slide <= cur - lanes:
+                live_lo += 1
+            j = i + 1
+            while j < hi and times[j] == times[i]:
+                j += 1
+            if j > bhi:
+                # The events leave the rank block: a new one from the oldest live pane.
+                shift = live_lo - blo
+                n_live = i - live_lo
+                for p in range(n_pairs):
+                    for d in range(n_live):
+                        vs[p, d] = vs[p, d + shift]
+                        if not vs[p, d]:
+                            continue
+                        vi[p, d] = vi[p, d + shift]
+                        vf[p, d] = vf[p, d + shift]
+                        # Lanes of panes that expired since the insert are empty now.
+                        pe = times[live_lo + d] // slide
+                        for q in range(pe - lanes + 1, cur - lanes + 1):
+                            vi[p, d, :, q % lanes] = 0
+                            vf[p, d, :, q % lanes] = 0.0
+                    vs[p, n_live:] = False
+                blo = live_lo
+                bhi = min(n_pos, blo + block)
+                for p in range(n_pairs):
+                    m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a, q_b,
+                                             q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+                _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lanes, n_live, cur)
+                if j > bhi:  # max_span was not a bound after all: leave these windows to the caller
+                    failed = True
+                    break
+            slot = cur % lanes
+            nb = 0
+            for e in range(i, j):
+                bits = plays[e]
+                if bits == 0:
+                    continue
+                okb = pair_ok[e]
+                d = e - blo
+                for v in range(nv):
+                    if _bit(bits, v) == 0:
+                        continue
+                    # The row is written by its first source (a copy, not a clear and an add).
+                    blank = True
+                    if _bit(start_bits, v):
+                        bi[nb] = 0
+                        bf[nb] = 0.0
+                        bi[nb, 0, slot] = 1
+                        bf[nb, 0, slot] = 1.0
+                        blank = False
+                    for pp in range(pred_ptr[v], pred_ptr[v + 1]):
+                        u = pred_idx[pp]
+                        if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
+                            continue
+                        p = pair_of[u, v]
+                        if p < 0:
+                            if blank:
+                                for k in range(n_i):
+                                    for ln in range(lanes):
+                                        bi[nb, k, ln] = si[u, k, ln]
+                                for k in range(n_f):
+                                    for ln in range(lanes):
+                                        bf[nb, k, ln] = sf[u, k, ln]
+                                blank = False
+                            else:
+                                for k in range(n_i):
+                                    for ln in range(lanes):
+                                        bi[nb, k, ln] += si[u, k, ln]
+                                for k in range(n_f):
+                                    for ln in range(lanes):
+                                        bf[nb, k, ln] += sf[u, k, ln]
+                        elif g_valid[p, rows[e]]:
+                            if blank:
+                                bi[nb] = 0
+                                bf[nb] = 0.0
+                                blank = False
+                            fl = pair_flags[p]
+                            m = m_loc[p]
+                            if fl & USE_PREFIX:
+                                _tree_query(bi, bf, nb, ti, tf, ts, p, 0, la[p, d], cur, lanes, live_i, live_f,
+                                            False)
+                            if fl & USE_SUFFIX:
+                                _tree_query(bi, bf, nb, ti, tf, ts, p, 1, m - lb[p, d], cur, lanes, live_i, live_f,
+                                            False)
+                            if (fl & USE_EQUAL) and leq[p, d] >= 0:
+                                _tree_query(bi, bf, nb, ti, tf, ts, p, 2, leq[p, d] + 1, cur, lanes, live_i, live_f,
+                                            True)
+                    if blank:
+                        continue
+                    alive = False
+                    for ln in range(lanes):
+                        if bf[nb, 0, ln] > 0.0:
+                            alive = True
+                            break
+                    if alive:
+                        _contribute_ring(bi, bf, nb, lanes, prog, op_ptr[v], op_ptr[v + 1], rows[e],
+                                         a_int, a_flt, a_valid)
+                        bvar[nb] = v
+                        bev[nb] = e
+                        nb += 1
+            # Past RESCALE_ABOVE the segment goes to the per-window kernel.  A type-grained
+            # total bounds every tree node of its variable (channel by channel, with the
+            # |x|-sum channels bounding signed sums), so the totals are all to watch; a
+            # comparison OR-ed over lanes vectorises, a running max would not.
+            over = False
+            for k in range(nb):
+                v = bvar[k]
+                e = bev[k]
+                for c in range(n_i):
+                    for ln in range(lanes):
+                        si[v, c, ln] += bi[k, c, ln]
+                for c in range(n_f):
+                    for ln in range(lanes):
+                        x = sf[v, c, ln] + bf[k, c, ln]
+                        sf[v, c, ln] = x
+                        over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+                for vv in range(nv):
+                    p = pair_of[v, vv]
+                    if p < 0 or not h_valid[p, rows[e]]:
+                        continue
+                    d = e - blo
+                    r = lr[p, d]
+                    m = m_loc[p]
+                    fl = pair_flags[p]
+                    vs[p, d] = True
+                    for c in range(live_i[p, 0]):
+                        for ln in range(lanes):
+                            vi[p, d, c, ln] = bi[k, live_i[p, c + 1], ln]
+                    for c in range(live_f[p, 0]):
+                        for ln in range(lanes):
+                            vf[p, d, c, ln] = bf[k, live_f[p, c + 1], ln]
+                    if fl & USE_PREFIX:
+                        _tree_insert(ti, tf, ts, p, 0, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, False)
+                    if fl & USE_SUFFIX:
+                        _tree_insert(ti, tf, ts, p, 1, m - r, m, bi, bf, k, cur, lanes, live_i, live_f, False)
+                    if fl & USE_EQUAL:
+                        _tree_insert(ti, tf, ts, p, 2, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, True)
+            if over:
+                failed = True
+                break
+            i = j
+        if failed:
+            for q in range(emit, w2):
+                redo[q] = True
+        w = w2
+
+
+__all__ = ["run_mixed_ring", "tree_bytes"]
