@@ -124,16 +124,22 @@ class FastExecutor:
         self.q_a, self.q_b, self.q_eq = stack(q_a, np.int64), stack(q_b, np.int64), stack(q_eq, np.int64)
         self.g_valid = stack(g_valid, np.bool_)
         self.kept_bits = np.uint64(sum(1 << u for u in self.kept))
-        self.live_i, self.live_f, self.live_x = self._live_channels()
+        self.var_live_i, self.var_live_f, self.var_live_x = self._live_channels()
+        # Per indexed pair (u, v): the channels of u's states, which its Fenwick nodes carry.
+        owner = np.zeros(max(1, len(self.pair_flags)), np.int64)
+        us, vs = np.nonzero(self.pair_of >= 0)
+        owner[self.pair_of[us, vs]] = us
+        self.live_i, self.live_f, self.live_x = (arr[owner] for arr in
+                                                 (self.var_live_i, self.var_live_f, self.var_live_x))
 
     def _live_channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per indexed pair ``(u, v)``: the channels a state of ``u`` can hold non-empty.
+        """Per variable: the channels a state of it can hold non-empty.
 
         A variable's states hold the trend count, what its own events write (the slot
         program) and what flows in from its predTypes -- so in ``SEQ(A+, B+)`` with
         ``AVG(B.price)``, A's kept states only ever carry counts, and the Fenwick trees
-        over them add 2 channels instead of 10.  Row ``p`` of each array is
-        ``[n, channel_1, .., channel_n]``."""
+        over them add 2 channels instead of 10.  Row ``v`` of each array (integer, float,
+        MIN/MAX key channels) is ``[n, channel_1, .., channel_n]``."""
         a = self.engine.bound.automaton
         c = self.chan
         live = [({0}, {0}, set()) for _ in range(self.nv)]
@@ -154,19 +160,13 @@ class FastExecutor:
                         if not theirs <= mine:
                             mine |= theirs
                             changed = True
-        n_pairs = len(self.pair_flags)
-        owner = [0] * n_pairs
-        for u in range(self.nv):
-            for v in range(self.nv):
-                if self.pair_of[u, v] >= 0:
-                    owner[self.pair_of[u, v]] = u
         out = []
         for j, width in enumerate((c.n_i, c.n_f, len(c.x_is_min))):
-            arr = np.zeros((max(1, n_pairs), width + 1), np.int64)
-            for p in range(n_pairs):
-                chans = sorted(live[owner[p]][j])
-                arr[p, 0] = len(chans)
-                arr[p, 1:1 + len(chans)] = chans
+            arr = np.zeros((self.nv, width + 1), np.int64)
+            for v in range(self.nv):
+                chans = sorted(live[v][j])
+                arr[v, 0] = len(chans)
+                arr[v, 1:1 + len(chans)] = chans
             out.append(arr)
         return out[0], out[1], out[2]
 

@@ -111,6 +111,19 @@ def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, 
 
 
 @njit(cache=True, inline="always")
+def _clear_row(bi, bf, d, v, var_live_i, var_live_f, lanes):
+    """Zero batch row ``d`` in variable ``v``'s live channels (the only ones it uses)."""
+    for c in range(var_live_i[v, 0]):
+        k = var_live_i[v, c + 1]
+        for ln in range(lanes):
+            bi[d, k, ln] = 0
+    for c in range(var_live_f[v, 0]):
+        k = var_live_f[v, c + 1]
+        for ln in range(lanes):
+            bf[d, k, ln] = 0.0
+
+
+@njit(cache=True, inline="always")
 def _node_into_node(ti, tf, p, t, dst, src, lanes, live_i, live_f):
     for c in range(live_i[p, 0]):
         for ln in range(lanes):
@@ -226,14 +239,20 @@ def run_mixed_ring(
     times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, n_i, n_f,
     a_int, a_flt, a_valid, rows,
-    pair_of, pair_flags, live_i, live_f,
+    pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
     h_rank, h_valid, q_a, q_b, q_eq, g_valid,
     win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
     out_i, out_f, out_e, out_r, redo,
 ):
     """Every window ``[k*slide, (k + lanes)*slide)`` (see the module docstring).  Windows
     come grouped by segment, ``k`` ascending within one; ``max_span`` bounds the positions
-    of a segment in any ``lanes`` consecutive panes."""
+    of a segment in any ``lanes`` consecutive panes.
+
+    A state of variable ``v`` is only ever non-zero in ``v``'s live channels
+    (``var_live_*``, :meth:`FastExecutor._live_channels`), so rows and totals are read and
+    written there only (for q3's A: 2 channels of 10).  ``pred_idx`` lists each variable's
+    predecessors with the most live channels first: a row is a copy of its first source
+    when that source has all of the row's channels."""
     n_pairs = pair_flags.shape[0]
     n_pos = plays.shape[0]
     nl_i = 1
@@ -359,10 +378,11 @@ def run_mixed_ring(
                     if _bit(bits, v) == 0:
                         continue
                     # The row is written by its first source (a copy, not a clear and an add).
+                    vni = var_live_i[v, 0]
+                    vnf = var_live_f[v, 0]
                     blank = True
                     if _bit(start_bits, v):
-                        bi[nb] = 0
-                        bf[nb] = 0.0
+                        _clear_row(bi, bf, nb, v, var_live_i, var_live_f, lanes)
                         bi[nb, 0, slot] = 1
                         bf[nb, 0, slot] = 1.0
                         blank = False
@@ -372,25 +392,30 @@ def run_mixed_ring(
                             continue
                         p = pair_of[u, v]
                         if p < 0:
-                            if blank:
-                                for k in range(n_i):
+                            if blank and var_live_i[u, 0] == vni and var_live_f[u, 0] == vnf:
+                                for c in range(vni):
+                                    k = var_live_i[v, c + 1]
                                     for ln in range(lanes):
                                         bi[nb, k, ln] = si[u, k, ln]
-                                for k in range(n_f):
+                                for c in range(vnf):
+                                    k = var_live_f[v, c + 1]
                                     for ln in range(lanes):
                                         bf[nb, k, ln] = sf[u, k, ln]
-                                blank = False
                             else:
-                                for k in range(n_i):
+                                if blank:
+                                    _clear_row(bi, bf, nb, v, var_live_i, var_live_f, lanes)
+                                for c in range(var_live_i[u, 0]):
+                                    k = var_live_i[u, c + 1]
                                     for ln in range(lanes):
                                         bi[nb, k, ln] += si[u, k, ln]
-                                for k in range(n_f):
+                                for c in range(var_live_f[u, 0]):
+                                    k = var_live_f[u, c + 1]
                                     for ln in range(lanes):
                                         bf[nb, k, ln] += sf[u, k, ln]
+                            blank = False
                         elif g_valid[p, rows[e]]:
                             if blank:
-                                bi[nb] = 0
-                                bf[nb] = 0.0
+                                _clear_row(bi, bf, nb, v, var_live_i, var_live_f, lanes)
                                 blank = False
                             fl = pair_flags[p]
                             m = m_loc[p]
@@ -424,13 +449,15 @@ def run_mixed_ring(
             for k in range(nb):
                 v = bvar[k]
                 e = bev[k]
-                for c in range(n_i):
+                for c in range(var_live_i[v, 0]):
+                    q = var_live_i[v, c + 1]
                     for ln in range(lanes):
-                        si[v, c, ln] += bi[k, c, ln]
-                for c in range(n_f):
+                        si[v, q, ln] += bi[k, q, ln]
+                for c in range(var_live_f[v, 0]):
+                    q = var_live_f[v, c + 1]
                     for ln in range(lanes):
-                        x = sf[v, c, ln] + bf[k, c, ln]
-                        sf[v, c, ln] = x
+                        x = sf[v, q, ln] + bf[k, q, ln]
+                        sf[v, q, ln] = x
                         over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
                 for vv in range(nv):
                     p = pair_of[v, vv]

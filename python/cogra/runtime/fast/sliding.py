@@ -151,8 +151,15 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     ring_span = _max_live_span(times // slide, subs.seg_ptr, panes)
     n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
     if RING and mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, ring_span) <= RING_MAX_BYTES:
+        # Each variable's predecessors, those with the most live channels first (see run_mixed_ring).
+        width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
+        preds = [sorted(fast.pred_idx[a:z].tolist(), key=lambda u: -width[u])
+                 for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]
+        pred_idx = np.asarray([u for row in preds for u in row], np.int64)
+        common = common[:5] + (pred_idx,) + common[6:]
         mixed_ring.run_mixed_ring(
-            *common, fast.a_int, fast.a_flt, fast.a_valid, rows, *pairs, fast.live_i, fast.live_f, *ranks,
+            *common, fast.a_int, fast.a_flt, fast.a_valid, rows, *pairs, fast.live_i, fast.live_f,
+            fast.var_live_i, fast.var_live_f, *ranks,
             seg, k, lo, hi, slide, panes, max_batch, ring_span,
             out.i, out.f, out.e, out.r, redo,
         )
