@@ -71,3 +71,20 @@ def test_random_comparisons_and_windows(op, other, pattern, kept, n, distinct, s
              f"WHERE {kept}.v {op} NEXT({kept}).{other} "
              f"WITHIN {size} seconds SLIDE {slide} seconds")
     both(query, table)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.integers(0, 2**40), max_size=300) | st.lists(st.integers(0, 5), max_size=300))
+def test_rank_radix_sort_is_a_stable_sort(keys) -> None:
+    # Block ranks are sorted by an LSD radix sort whose tags (positions) must keep their
+    # order among equal keys: a position's rank is read back through its tag.
+    from cogra.runtime.fast.mixed_kernels import _radix_sort
+
+    n = len(keys)
+    k = np.asarray(keys + [7, 7], np.int64)  # scratch beyond n must be left alone
+    tags = np.arange(n + 2, dtype=np.int64)
+    got_k, got_t = _radix_sort(k, tags, n)
+    order = np.argsort(np.asarray(keys, np.int64), kind="stable")
+    assert got_k[:n].tolist() == sorted(keys)
+    assert got_t[:n].tolist() == order.tolist()
+    assert k[n:].tolist() == [7, 7] and tags[n:].tolist() == [n, n + 1]

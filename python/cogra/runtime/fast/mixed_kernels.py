@@ -44,9 +44,7 @@ from cogra.runtime.fast.kernels import (
 )
 from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
 
-PACK_BITS = 24
-PACK = 1 << PACK_BITS  # windows below this many events sort packed (rank, position) keys
-PACK_RANKS = 1 << (62 - PACK_BITS)  # ... and tables below this many rows (ranks < rows)
+RADIX_BITS = 11  # ranks are sorted in passes of up to this many bits (2048 buckets)
 
 # Which rank ranges a comparison h ∘ g selects (flags: prefix, suffix, equal).
 USE_PREFIX, USE_SUFFIX, USE_EQUAL = 1, 2, 4
@@ -167,6 +165,57 @@ def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent, liv
 
 
 @njit(cache=True)
+def _radix_sort(keys, tags, n):
+    """Sort ``keys[:n]`` (non-negative) with ``tags[:n]`` alongside, stably: least significant
+    digit first, up to :data:`RADIX_BITS` bits per pass.  Returns the sorted ``(keys, tags)``
+    (``keys``/``tags`` themselves or scratch).  Ranks of a block are a few hundred to a few
+    thousand keys below 2**22: two passes over them beat a comparison sort's mispredicted
+    branches several times."""
+    top = 0
+    for t in range(n):
+        if keys[t] > top:
+            top = keys[t]
+    bits = 0
+    while (top >> bits) > 0:
+        bits += 1
+    if bits == 0:
+        return keys, tags
+    passes = (bits + RADIX_BITS - 1) // RADIX_BITS
+    width = (bits + passes - 1) // passes
+    mask = (1 << width) - 1
+    count = np.empty((1 << width) + 1, np.int64)
+    src_k, src_t = keys, tags
+    dst_k, dst_t = np.empty(n, np.int64), np.empty(n, np.int64)
+    for q in range(passes):
+        shift = q * width
+        count[:] = 0
+        for t in range(n):
+            count[((src_k[t] >> shift) & mask) + 1] += 1
+        for d in range(1, count.shape[0]):
+            count[d] += count[d - 1]
+        for t in range(n):
+            d = (src_k[t] >> shift) & mask
+            dst_k[count[d]] = src_k[t]
+            dst_t[count[d]] = src_t[t]
+            count[d] += 1
+        src_k, dst_k = dst_k, src_k
+        src_t, dst_t = dst_t, src_t
+    return src_k, src_t
+
+
+@njit(cache=True, inline="always")
+def _local_bound(t, own, local, vals, m):
+    """The number of ``vals[:m]`` below global rank ``t``.  Usually ``t`` is the event's own
+    global rank ``own`` (or one above it: both sides of the comparison read one attribute),
+    whose local rank ``local`` is known: no search."""
+    if t == own:
+        return local
+    if t == own + 1:
+        return local + 1
+    return np.searchsorted(vals[:m], t)
+
+
+@njit(cache=True)
 def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq, g_valid, buf, pos, lr, la, lb, leq):
     """Re-rank pair ``p``'s values among the events of positions ``[lo, hi)``; returns their
     number ``m``.
@@ -184,43 +233,36 @@ def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq
             buf[k] = h_rank[p, rows[e]]
             pos[k] = e - lo
             k += 1
+    keys, tags = _radix_sort(buf, pos, k)
     vals = np.empty(k, np.int64)
     m = 0
-    if hi - lo < PACK and h_rank.shape[1] < PACK_RANKS:
-        # Sort (rank, position) packed in one int64: a plain sort, no indirection.
-        for t in range(k):
-            buf[t] = (buf[t] << PACK_BITS) | pos[t]
-        packed = np.sort(buf[:k])
-        for t in range(k):
-            g = packed[t] >> PACK_BITS
-            if m == 0 or g != vals[m - 1]:
-                vals[m] = g
-                m += 1
-            lr[p, packed[t] & (PACK - 1)] = m - 1
-    else:
-        order = np.argsort(buf[:k])
-        for t in range(k):
-            g = buf[order[t]]
-            if m == 0 or g != vals[m - 1]:
-                vals[m] = g
-                m += 1
-            lr[p, pos[order[t]]] = m - 1
-    vals = vals[:m]
+    for t in range(k):
+        g = keys[t]
+        if m == 0 or g != vals[m - 1]:
+            vals[m] = g
+            m += 1
+        lr[p, tags[t]] = m - 1
     for e in range(lo, hi):
-        if plays[e] == 0 or not g_valid[p, rows[e]]:
+        r = rows[e]
+        if plays[e] == 0 or not g_valid[p, r]:
             continue
         d = e - lo
+        own = h_rank[p, r] if h_valid[p, r] else -2  # ranked above, so lr[p, d] is its local rank
+        local = lr[p, d]
         if flags & USE_PREFIX:
-            la[p, d] = np.searchsorted(vals, q_a[p, rows[e]])
+            la[p, d] = _local_bound(q_a[p, r], own, local, vals, m)
         if flags & USE_SUFFIX:
-            lb[p, d] = np.searchsorted(vals, q_b[p, rows[e]])
+            lb[p, d] = _local_bound(q_b[p, r], own, local, vals, m)
         if flags & USE_EQUAL:
-            q = q_eq[p, rows[e]]
+            q = q_eq[p, r]
             leq[p, d] = -1
             if q >= 0:
-                s = np.searchsorted(vals, q)
-                if s < m and vals[s] == q:
-                    leq[p, d] = s
+                if q == own:
+                    leq[p, d] = local
+                else:
+                    s = np.searchsorted(vals[:m], q)
+                    if s < m and vals[s] == q:
+                        leq[p, d] = s
     return m
 
 
