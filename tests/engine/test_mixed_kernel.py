@@ -88,3 +88,17 @@ def test_rank_radix_sort_is_a_stable_sort(keys) -> None:
     assert got_k[:n].tolist() == sorted(keys)
     assert got_t[:n].tolist() == order.tolist()
     assert k[n:].tolist() == [7, 7] and tags[n:].tolist() == [n, n + 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.floats(allow_nan=False) | st.sampled_from([0.0, -0.0, 1.5, -1.5]), max_size=200))
+def test_unique_inverse_equals_numpy(values) -> None:
+    # Global ranks of a predicate's values: as np.unique, including -0.0 == 0.0, infinities
+    # and spans too wide for the integer keys (which fall back to np.unique itself).
+    from cogra.runtime.fast.mixed_kernels import unique_inverse
+
+    x = np.asarray(values, np.float64)
+    vals, inverse = unique_inverse(x)
+    want_vals, want_inverse = np.unique(x + 0.0, return_inverse=True)
+    assert vals.tolist() == want_vals.tolist()
+    assert inverse.tolist() == want_inverse.tolist()

@@ -114,7 +114,9 @@ def _stable_order(codes: np.ndarray, k: int) -> np.ndarray:
     """``np.argsort(codes, kind="stable")`` for dense codes ``0..k-1``."""
     if len(codes) < 2 or k <= 1:
         return np.arange(len(codes), dtype=np.int64)
-    return np.argsort(codes.astype(np.int32 if k < 2**31 else np.int64), kind="stable")
+    # numpy sorts 16-bit integers stably by radix: 4x faster than int32 on 2M rows.
+    dtype = np.uint16 if k <= 2**16 else np.int32 if k < 2**31 else np.int64
+    return np.argsort(codes.astype(dtype), kind="stable")
 
 
 @dataclass
@@ -344,19 +346,22 @@ class Engine:
         for s, e in zip(starts, ends):
             rows = order[s:e]
             plain = plain_values[pid_sorted[s]] if len(rows) else ()
+            group_bits = bits_all[rows]
+            # This group's rows' key codes, once (not per combination: q3 has 4 per sector).
+            codes = {v: var_codes[v][0][rows] for v in keyed_vars}
             if not keyed_vars:
                 combos: list[tuple] = [()]
             else:
                 choices = []
                 for v in keyed_vars:
-                    present = np.unique(var_codes[v][0][rows[self.plays_mask[v][rows]]])
-                    choices.append(present.tolist())
+                    played = np.bincount(codes[v][self.plays_mask[v][rows]], minlength=len(var_codes[v][1]))
+                    choices.append(np.flatnonzero(played).tolist())
                 combos = list(itertools.product(*choices))
             for combo in combos:
-                bits = bits_all[rows]
+                bits = group_bits
                 for v, code in zip(keyed_vars, combo):
-                    wrong = var_codes[v][0][rows] != code
-                    bits = np.where(wrong, bits & ~np.uint64(1 << v), bits)
+                    # A row plays v in this combination only with v's key value ``code``.
+                    bits = bits & ~((codes[v] != code).astype(np.uint64) << np.uint64(v))
                 keep = bits != 0
                 if keep_idle:
                     keep |= self.irrelevant[rows]

@@ -88,7 +88,7 @@ class FastExecutor:
 
     def _indexed_pairs(self) -> None:
         """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
-        from cogra.runtime.fast.mixed_kernels import pair_ranges
+        from cogra.runtime.fast.mixed_kernels import pair_ranges, unique_inverse
 
         eng = self.engine
         n, nv = eng.n, self.nv
@@ -101,7 +101,7 @@ class FastExecutor:
             if len(reading) > 1:
                 raise Unsupported(f"several predicates read {eng.bound.automaton.names[u]} for one pair")
             op, h, hv, g, gv = split_comparison(reading[0].expression, eng.columns, n)
-            vals, inverse = np.unique(h[hv], return_inverse=True)
+            vals, inverse = unique_inverse(h[hv])
             ranks = np.zeros(n, np.int64)
             ranks[hv] = inverse
             # Usually both sides read one attribute (A.price > NEXT(A).price): then each

@@ -203,6 +203,37 @@ def _radix_sort(keys, tags, n):
     return src_k, src_t
 
 
+def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(values, return_inverse=True)`` for float64 without NaN, by a radix sort
+    of order-preserving integer keys: 2M stock prices in 0.19 s instead of 0.38 s (ranking
+    them is the largest part of q3's set-up)."""
+    x = np.asarray(values, np.float64) + 0.0  # -0.0 -> 0.0 (they are equal)
+    if len(x) == 0 or np.isnan(x).any():
+        return np.unique(x, return_inverse=True)
+    bits = x.view(np.int64)
+    # Non-negative doubles order as their bit patterns; negative ones reversed.
+    keys = np.where(bits >= 0, bits, -1 - (bits & np.int64(0x7FFFFFFFFFFFFFFF)))
+    lo, hi = int(keys.min()), int(keys.max())
+    if hi - lo >= 2**63:
+        return np.unique(x, return_inverse=True)
+    return _dense_ranks(x, keys - np.int64(lo))
+
+
+@njit(cache=True)
+def _dense_ranks(x, keys):
+    n = keys.shape[0]
+    sorted_keys, order = _radix_sort(keys.copy(), np.arange(n), n)
+    inverse = np.empty(n, np.int64)
+    vals = np.empty(n, np.float64)
+    m = 0
+    for t in range(n):
+        if t == 0 or sorted_keys[t] != sorted_keys[t - 1]:
+            vals[m] = x[order[t]]
+            m += 1
+        inverse[order[t]] = m - 1
+    return vals[:m].copy(), inverse
+
+
 @njit(cache=True, inline="always")
 def _local_bound(t, own, local, vals, m):
     """The number of ``vals[:m]`` below global rank ``t``.  Usually ``t`` is the event's own
