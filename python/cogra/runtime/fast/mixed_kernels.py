@@ -36,9 +36,10 @@ from cogra.runtime.fast.kernels import (
     RESCALE_STEP,
     _ONE,
     _add,
+    _add_row,
     _bit,
-    _contribute,
-    _max_abs,
+    _contribute_row,
+    _max_abs_row,
     _reset,
     _reset_row,
 )
@@ -426,7 +427,7 @@ def run_mixed_windows(
                         if mode == 0:
                             if p < 0:
                                 if sr[u]:
-                                    _add(bi[nb], bf[nb], bx[nb], si[u], sf[u], sx[u], x_is_min)
+                                    _add_row(bi, bf, bx, nb, si, sf, sx, u, x_is_min)
                                     alive = True
                             elif g_valid[p, rows[e]]:
                                 fl = pair_flags[p]
@@ -450,7 +451,7 @@ def run_mixed_windows(
                         elif not kept:
                             extended |= _ONE << np.uint64(u)
                             if sr[u]:
-                                _add(bi[nb], bf[nb], bx[nb], si[u], sf[u], sx[u], x_is_min)
+                                _add_row(bi, bf, bx, nb, si, sf, sx, u, x_is_min)
                                 alive = True
                         else:
                             for k in range(wn[u]):
@@ -466,7 +467,7 @@ def run_mixed_windows(
                                 wgone[u, k] = True
                                 alive = True
                     if alive:
-                        _contribute(bi[nb], bf[nb], bx[nb], prog, op_ptr[v], op_ptr[v + 1],
+                        _contribute_row(bi, bf, bx, nb, prog, op_ptr[v], op_ptr[v + 1],
                                     rows[e], a_int, a_flt, a_valid, a_key)
                         bvar[nb] = v
                         bev[nb] = e
@@ -496,9 +497,9 @@ def run_mixed_windows(
                 v = bvar[k]
                 e = bev[k]
                 if mode != 0 and _bit(final_bits, v):
-                    _add(fi[0], ff[0], fx[0], bi[k], bf[k], bx[k], x_is_min)
+                    _add_row(fi, ff, fx, 0, bi, bf, bx, k, x_is_min)
                     fr[0] = True
-                    m = _max_abs(ff[0])
+                    m = _max_abs_row(ff, 0)
                     if m > big:
                         big = m
                 if mode != 0 and _bit(kept_bits, v):
@@ -510,7 +511,7 @@ def run_mixed_windows(
                     wgone[v, n] = False
                     wn[v] = n + 1
                 else:
-                    _add(si[v], sf[v], sx[v], bi[k], bf[k], bx[k], x_is_min)
+                    _add_row(si, sf, sx, v, bi, bf, bx, k, x_is_min)
                     sr[v] = True
                 if mode == 0:
                     for vv in range(nv):
@@ -530,10 +531,10 @@ def run_mixed_windows(
                             _catch_up(tf, te, p, 2, r + 1, exponent)
                             _into_node(ti, tf, tx, tr, p, 2, r + 1, bi, bf, bx, k, x_is_min,
                                        live_i, live_f, live_x)
-                m = _max_abs(bf[k])
+                m = _max_abs_row(bf, k)
                 if m > big:
                     big = m
-                m = _max_abs(sf[v])
+                m = _max_abs_row(sf, v)
                 if m > big:
                     big = m
             if big > RESCALE_ABOVE:
@@ -550,7 +551,7 @@ def run_mixed_windows(
         if mode == 0:
             for v in range(nv):
                 if _bit(final_bits, v) and sr[v]:
-                    _add(fi[0], ff[0], fx[0], si[v], sf[v], sx[v], x_is_min)
+                    _add_row(fi, ff, fx, 0, si, sf, sx, v, x_is_min)
                     fr[0] = True
         out_i[w] = fi[0]
         out_f[w] = ff[0]
