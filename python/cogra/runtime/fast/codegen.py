@@ -88,6 +88,26 @@ def _module_for(shape: Shape):
     return module
 
 
+REUSE_COMPILED = True
+"""Whether :func:`is_compiled` may report kernels compiled earlier (tests turn it off, so
+that which kernel runs does not depend on the machine's cache)."""
+
+
+def is_compiled(shape: Shape, function: str) -> bool:
+    """Whether ``function`` of the shape's generated module is compiled already: in this
+    process, or in numba's on-disk cache (``__pycache__`` beside the source).  Loading it
+    then costs milliseconds instead of seconds of compiling, so the engine uses generated
+    kernels for inputs of any size once they exist (e.g. a Spark worker's 131k-row chunks
+    after a full-size run compiled them)."""
+    if not REUSE_COMPILED:
+        return False
+    key = shape.key
+    module = _LOADED.get(key)
+    if module is not None and getattr(module, function).signatures:
+        return True
+    return any((cache_dir() / "__pycache__").glob(f"cogra_kernel_{key}.{function}-*.nbi"))
+
+
 def kernel_for(shape: Shape) -> Callable:
     """The compiled kernel of a shape (generated, written and imported once)."""
     return _module_for(shape).kernel

@@ -345,9 +345,12 @@ class FastExecutor:
 
     def _specialized(self, n_events, lo, hi):
         """A generated kernel and its rescale bound, when it pays off and is safe."""
-        if self.kept or n_events < SPECIALIZE_MIN_EVENTS or len(lo) == 0:
+        if self.kept or len(lo) == 0:
             return None
-        from cogra.runtime.fast.codegen import kernel_for
+        from cogra.runtime.fast.codegen import is_compiled, kernel_for
+
+        if n_events < SPECIALIZE_MIN_EVENTS and not is_compiled(self.shape(), "kernel"):
+            return None
 
         # Trend counts are watched against a bound such that no slot can reach inf
         # before the next check: sums are at most count * window * max|x|, and one batch

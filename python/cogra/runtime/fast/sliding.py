@@ -44,7 +44,8 @@ lanes are used."""
 SPECIALIZE_MIN_EVENTS = 1_000_000
 """Inputs at least this large run the kernel generated for the query's shape
 (:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
-time a shape is seen on a machine (numba then caches it on disk).  Tests lower it."""
+time a shape is seen on a machine (numba then caches it on disk).  Smaller inputs run it
+too once it is compiled (:func:`codegen.is_compiled`).  Tests lower it."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
 about 10 ns per (window, event) pair (measured on the stock data, one variable): below
@@ -79,12 +80,13 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     from cogra.runtime.fast import sliding_kernels
 
     kernel = sliding_kernels.run_sliding
-    if len(subs.rows) >= SPECIALIZE_MIN_EVENTS:
-        # Large inputs: the same kernel with its pane update and map application
-        # generated for the query's shape (codegen; compiled once per shape, cached).
-        from cogra.runtime.fast.codegen import sliding_for
+    from cogra.runtime.fast import codegen
 
-        kernel = sliding_for(fast.shape())
+    shape_ = fast.shape()
+    if len(subs.rows) >= SPECIALIZE_MIN_EVENTS or codegen.is_compiled(shape_, "run_sliding"):
+        # Large inputs (or any, once compiled): the same kernel with its pane update and
+        # map application generated for the query's shape (codegen; cached on disk).
+        kernel = codegen.sliding_for(shape_)
     slide, panes = shape
     seg, k = _in_walk_order(seg, start, slide)
     if seg is None:
