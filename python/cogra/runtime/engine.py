@@ -343,7 +343,12 @@ class Engine:
         ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
         plain_values = self._key_values(b.plain_keys, pid_rep)
         keyed_vars = [v for v in range(nv) if b.var_keys[v]]
-        var_codes = {v: key_codes(self.table, b.var_keys[v]) for v in keyed_vars}
+        by_names: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # q3: A and B both key on company
+        for v in keyed_vars:
+            names = tuple(b.var_keys[v])
+            if names not in by_names:
+                by_names[names] = key_codes(self.table, names)
+        var_codes = {v: by_names[tuple(b.var_keys[v])] for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
 
         rows_parts, bits_parts, seg_sizes, groups, keys = [], [], [], [], []
