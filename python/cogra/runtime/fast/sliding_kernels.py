@@ -40,7 +40,8 @@ import math
 import numpy as np
 from numba import njit
 
-from cogra.runtime.fast.kernels import _batch, _emit_window, _reset_row
+from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
+from cogra.runtime.fast.kernels import _batch
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
@@ -56,32 +57,63 @@ def _better(a, b, is_min):
     return a if a > b else b
 
 
-@njit(cache=True)
-def _clear(si, sf, sx, sr, x_is_min):
-    """The zero state: no trends, nothing reached."""
-    for r in range(si.shape[0]):
-        _reset_row(si, sf, sx, r, x_is_min)
-        sr[r] = False
+# Storage.  Every state lives in a *pool*: arrays ``(rows, nv + 1, channels)`` (reach
+# ``(rows, nv + 1)``, exponents ``(rows,)``), addressed by row.  A map is ``nv + 1``
+# consecutive rows (``T0``, then ``L_0 .. L_{nv-1}``) of the map pool, named by its first
+# row; front, zero and window states are rows of the state pool.  Functions take a pool
+# and a row, never a row's view: a view costs two atomic reference-count updates, and
+# with a few views per pane and per window those were a third of the kernel's time.
 
 
-@njit(cache=True)
-def _identity(mi, mf, mx, mr, nv, x_is_min):
-    """The map of no events: ``T0`` zero, ``L_r`` the basis state of row ``r``."""
+@njit(cache=True, inline="always")
+def _clear_row(si, sf, sx, sr, row, x_is_min):
+    """Pool row ``row`` := the zero state (no trends, nothing reached)."""
+    for q in range(si.shape[1]):
+        for k in range(si.shape[2]):
+            si[row, q, k] = 0
+        for k in range(sf.shape[2]):
+            sf[row, q, k] = 0.0
+        for k in range(sx.shape[2]):
+            sx[row, q, k] = MIN_KEY_IDENTITY if x_is_min[k] else MAX_KEY_IDENTITY
+        sr[row, q] = False
+
+
+@njit(cache=True, inline="always")
+def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
+    """Rows ``dst .. dst+n-1`` of pool ``b*`` := rows ``src ..`` of pool ``a*`` (may be the
+    same pool; the ranges must not overlap)."""
+    for t in range(n):
+        for q in range(ai.shape[1]):
+            for k in range(ai.shape[2]):
+                bi[dst + t, q, k] = ai[src + t, q, k]
+            for k in range(af.shape[2]):
+                bf[dst + t, q, k] = af[src + t, q, k]
+            for k in range(ax.shape[2]):
+                bx[dst + t, q, k] = ax[src + t, q, k]
+            br[dst + t, q] = ar[src + t, q]
+        be[dst + t] = ae[src + t]
+
+
+@njit(cache=True, inline="always")
+def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
+    """Map ``m`` := the map of no events: ``T0`` zero, ``L_r`` the basis state of row ``r``."""
     for j in range(nv + 1):
-        _clear(mi[j], mf[j], mx[j], mr[j], x_is_min)
+        _clear_row(mi, mf, mx, mr, m + j, x_is_min)
+        me[m + j] = 0
     for r in range(nv):
-        mi[r + 1, r, 0] = 1
-        mf[r + 1, r, 0] = 1.0
-        mr[r + 1, r] = True
+        mi[m + r + 1, r, 0] = 1
+        mf[m + r + 1, r, 0] = 1.0
+        mr[m + r + 1, r] = True
 
 
-@njit(cache=True)
-def _normalize(sf):
-    """Scale ``sf`` below :data:`SCALE_ABOVE`; the exponent to add, or -1 if non-finite."""
+@njit(cache=True, inline="always")
+def _normalize(sf, row):
+    """Scale pool row ``row``'s floats below :data:`SCALE_ABOVE`; the exponent to add, or
+    -1 if non-finite."""
     big = 0.0
-    for r in range(sf.shape[0]):
-        for k in range(sf.shape[1]):
-            a = abs(sf[r, k])
+    for r in range(sf.shape[1]):
+        for k in range(sf.shape[2]):
+            a = abs(sf[row, r, k])
             if a > big:
                 big = a
             elif a != a:
@@ -90,140 +122,164 @@ def _normalize(sf):
         return -1
     shift = 0
     while big > SCALE_ABOVE:
-        sf *= math.ldexp(1.0, -SCALE_STEP)
+        for r in range(sf.shape[1]):
+            for k in range(sf.shape[2]):
+                sf[row, r, k] *= math.ldexp(1.0, -SCALE_STEP)
         big *= math.ldexp(1.0, -SCALE_STEP)
         shift += SCALE_STEP
     return shift
 
 
 @njit(cache=True)
-def _apply(gi, gf, gx, gr, ge, si, sf, sx, sr, se, oi, of, ox, orr, affine, nv, x_is_min):
-    """``O = G(S)`` (``affine``) or ``O = G_lin(S)`` (the map without its trend starts).
-
-    ``G`` is given by its ``nv + 1`` states (``T0``, ``L_0 .. L_{nv-1}``) with exponents
-    ``ge``; ``S`` has exponent ``se``.  Returns ``O``'s exponent (-1: non-finite).
-    ``O`` must not alias ``S`` or ``G``.
+def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, affine, nv, x_is_min):
+    """Row ``o`` of pool ``o*`` := ``G(S)`` (``affine``) or ``G_lin(S)`` (the map without its
+    trend starts), for the map at rows ``g ..`` of pool ``g*`` and the state at row ``s`` of
+    pool ``s*``.  Returns ``O``'s exponent (-1: non-finite).  ``O`` must not alias ``S`` or ``G``.
     """
-    n_i = si.shape[1]
-    n_f = sf.shape[1]
-    n_x = sx.shape[1]
+    n_i = si.shape[2]
+    n_f = sf.shape[2]
+    n_x = sx.shape[2]
     # Only the terms that can be non-zero choose the common exponent.
-    eo = ge[0] if affine else 0
+    eo = ge[g] if affine else 0
     for r in range(nv):
-        if sr[r] and se + ge[r + 1] > eo:
-            eo = se + ge[r + 1]
-    if sr[nv] and se > eo:
-        eo = se
+        if sr[s, r] and se[s] + ge[g + r + 1] > eo:
+            eo = se[s] + ge[g + r + 1]
+    if sr[s, nv] and se[s] > eo:
+        eo = se[s]
     for q in range(nv + 1):
         if affine:
-            a0 = math.ldexp(1.0, ge[0] - eo)
+            a0 = math.ldexp(1.0, ge[g] - eo)
             for k in range(n_i):
-                oi[q, k] = gi[0, q, k]
+                oi[o, q, k] = gi[g, q, k]
             for k in range(n_f):
-                of[q, k] = gf[0, q, k] * a0
+                of[o, q, k] = gf[g, q, k] * a0
             for k in range(n_x):
-                ox[q, k] = gx[0, q, k]
-            orr[q] = gr[0, q]
+                ox[o, q, k] = gx[g, q, k]
+            orr[o, q] = gr[g, q]
         else:
-            _reset_row(oi, of, ox, q, x_is_min)
-            orr[q] = False
-        for r in range(nv):
-            if not sr[r]:
-                continue  # row r of S is empty: nothing to carry
-            if gr[r + 1, q]:  # a trend at row r reaches row q
-                orr[q] = True
-                c = si[r, 0]
-                l0 = gi[r + 1, q, 0]
-                oi[q, 0] += c * l0
-                for k in range(1, n_i):
-                    oi[q, k] += c * gi[r + 1, q, k] + si[r, k] * l0
-                ar = math.ldexp(1.0, se + ge[r + 1] - eo)
-                cf = sf[r, 0]
-                m0 = gf[r + 1, q, 0]
-                of[q, 0] += cf * m0 * ar
-                for k in range(1, n_f):
-                    of[q, k] += (cf * gf[r + 1, q, k] + sf[r, k] * m0) * ar
-                for k in range(n_x):
-                    ox[q, k] = _better(ox[q, k], sx[r, k], x_is_min[k])
+            for k in range(n_i):
+                oi[o, q, k] = 0
+            for k in range(n_f):
+                of[o, q, k] = 0.0
             for k in range(n_x):
-                ox[q, k] = _better(ox[q, k], gx[r + 1, q, k], x_is_min[k])
+                ox[o, q, k] = MIN_KEY_IDENTITY if x_is_min[k] else MAX_KEY_IDENTITY
+            orr[o, q] = False
+        for r in range(nv):
+            if not sr[s, r]:
+                continue  # row r of S is empty: nothing to carry
+            if gr[g + r + 1, q]:  # a trend at row r reaches row q
+                orr[o, q] = True
+                c = si[s, r, 0]
+                l0 = gi[g + r + 1, q, 0]
+                oi[o, q, 0] += c * l0
+                for k in range(1, n_i):
+                    oi[o, q, k] += c * gi[g + r + 1, q, k] + si[s, r, k] * l0
+                ar = math.ldexp(1.0, se[s] + ge[g + r + 1] - eo)
+                cf = sf[s, r, 0]
+                m0 = gf[g + r + 1, q, 0]
+                of[o, q, 0] += cf * m0 * ar
+                for k in range(1, n_f):
+                    of[o, q, k] += (cf * gf[g + r + 1, q, k] + sf[s, r, k] * m0) * ar
+                for k in range(n_x):
+                    ox[o, q, k] = _better(ox[o, q, k], sx[s, r, k], x_is_min[k])
+            for k in range(n_x):
+                ox[o, q, k] = _better(ox[o, q, k], gx[g + r + 1, q, k], x_is_min[k])
     # The finished row passes through unchanged.
-    if sr[nv]:
-        afin = math.ldexp(1.0, se - eo)
+    if sr[s, nv]:
+        afin = math.ldexp(1.0, se[s] - eo)
         for k in range(n_i):
-            oi[nv, k] += si[nv, k]
+            oi[o, nv, k] += si[s, nv, k]
         for k in range(n_f):
-            of[nv, k] += sf[nv, k] * afin
+            of[o, nv, k] += sf[s, nv, k] * afin
         for k in range(n_x):
-            ox[nv, k] = _better(ox[nv, k], sx[nv, k], x_is_min[k])
-        orr[nv] = True
-    shift = _normalize(of)
+            ox[o, nv, k] = _better(ox[o, nv, k], sx[s, nv, k], x_is_min[k])
+        orr[o, nv] = True
+    shift = _normalize(of, o)
     return -1 if shift < 0 else eo + shift
 
 
 @njit(cache=True)
-def _compose(gi, gf, gx, gr, ge, ti, tf, tx, tr, te, oi, of, ox, orr, oe, nv, x_is_min):
-    """``O = G o T`` for maps given by their ``nv + 1`` states; False if non-finite."""
+def _compose(mi, mf, mx, mr, me, g, t, o, nv, x_is_min):
+    """Map ``o`` := ``G o T`` for maps ``g`` and ``t`` of the pool; False if non-finite."""
     for j in range(nv + 1):
-        oe[j] = _apply(gi, gf, gx, gr, ge, ti[j], tf[j], tx[j], tr[j], te[j],
-                       oi[j], of[j], ox[j], orr[j], j == 0, nv, x_is_min)
-        if oe[j] < 0:
+        e = _apply(mi, mf, mx, mr, me, g, mi, mf, mx, mr, me, t + j, mi, mf, mx, mr, o + j, j == 0, nv, x_is_min)
+        if e < 0:
             return False
+        me[o + j] = e
     return True
 
 
 @njit(cache=True)
 def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,
               final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
-              mi, mf, mx, mr, me, bi, bf, bx, bvar):
-    """The map of events ``lo..hi-1`` into ``m*`` (``nv + 1`` states, exponents ``me``).
+              mi, mf, mx, mr, me, m, bi, bf, bx, bvar):
+    """Map ``m`` of the pool := the map of events ``lo..hi-1``.
 
-    Returns False if a float turned non-finite."""
-    _identity(mi, mf, mx, mr, nv, x_is_min)
-    me[:] = 0
+    The map's states evolve independently under the same events, so each runs through the
+    pane on its own.  Returns False if a float turned non-finite."""
+    _identity(mi, mf, mx, mr, me, m, nv, x_is_min)
     no_start = np.uint64(0)
-    i = lo
-    while i < hi:
-        j = i + 1
-        while j < hi and times[j] == times[i]:
-            j += 1
-        for s in range(nv + 1):
-            live = s == 0
+    for st in range(nv + 1):
+        row = m + st
+        si, sf, sx, sr = mi[row], mf[row], mx[row], mr[row]  # views, once per state and pane
+        i = lo
+        while i < hi:
+            live = st == 0
             for r in range(nv):
-                live |= mr[s, r]
+                live |= sr[r]
             if not live:
-                continue  # a basis state whose trends all died stays dead
+                break  # a basis state whose trends all died stays dead
+            j = i + 1
+            while j < hi and times[j] == times[i]:
+                j += 1
             grew = _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx,
-                          start_bits if s == 0 else no_start, final_bits, prog, op_ptr,
+                          start_bits if st == 0 else no_start, final_bits, prog, op_ptr,
                           x_is_min, a_int, a_flt, a_valid, a_key, rows,
-                          math.ldexp(1.0, -me[s]), mi[s], mf[s], mx[s], mr[s], bi, bf, bx, bvar)
+                          math.ldexp(1.0, -me[row]), si, sf, sx, sr, bi, bf, bx, bvar)
             if grew:
-                shift = _normalize(mf[s])
+                shift = _normalize(mf, row)
                 if shift < 0:
                     return False
-                me[s] += shift
-        i = j
+                me[row] += shift
+            i = j
     return True
 
 
-@njit(cache=True)
-def _assign(dst, src):
-    """``dst[...] = src`` for C-contiguous arrays of one shape.  A loop, not a slice
-    assignment: numba compiles slice assignments anew inside every function that uses
-    them (seconds each), while this compiles once per array type and is cached."""
-    d = dst.reshape(-1)
-    s = src.reshape(-1)
-    for k in range(d.shape[0]):
-        d[k] = s[k]
+@njit(cache=True, inline="always")
+def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, out_f, out_x, out_e, out_r):
+    """Row ``w`` of the outputs from pool row ``s`` (as :func:`kernels._emit_window`: under
+    any, the trends ending at a final variable are added to the finished row now)."""
+    fin = nv
+    if mode == 0:
+        for v in range(nv):
+            if ((final_bits >> np.uint64(v)) & _ONE) and sr[s, v]:
+                for k in range(si.shape[2]):
+                    si[s, fin, k] += si[s, v, k]
+                for k in range(sf.shape[2]):
+                    sf[s, fin, k] += sf[s, v, k]
+                for k in range(sx.shape[2]):
+                    sx[s, fin, k] = _better(sx[s, fin, k], sx[s, v, k], x_is_min[k])
+                sr[s, fin] = True
+    for k in range(si.shape[2]):
+        out_i[w, k] = si[s, fin, k]
+    for k in range(sf.shape[2]):
+        out_f[w, k] = sf[s, fin, k]
+    for k in range(sx.shape[2]):
+        out_x[w, k] = sx[s, fin, k]
+    out_e[w] = se[s]
+    out_r[w] = sr[s, fin]
 
 
-@njit(cache=True)
-def _copy_map(si, sf, sx, sr, se, di, df, dx, dr, de):
-    _assign(di, si)
-    _assign(df, sf)
-    _assign(dx, sx)
-    _assign(dr, sr)
-    _assign(de, se)
+@njit(cache=True, inline="always")
+def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
+    for k in range(out_i.shape[1]):
+        out_i[dst, k] = out_i[src, k]
+    for k in range(out_f.shape[1]):
+        out_f[dst, k] = out_f[src, k]
+    for k in range(out_x.shape[1]):
+        out_x[dst, k] = out_x[src, k]
+    out_e[dst] = out_e[src]
+    out_r[dst] = out_r[src]
 
 
 @njit(cache=True)
@@ -243,34 +299,28 @@ def run_sliding(
     """
     n_x = x_is_min.shape[0]
     sdim = nv + 1
-    # The maps of the panes since the last flip (the back stack) ...
-    pi = np.zeros((max_panes, sdim, sdim, n_i), np.uint64)
-    pf = np.zeros((max_panes, sdim, sdim, n_f), np.float64)
-    px = np.zeros((max_panes, sdim, sdim, n_x), np.int64)
-    pr = np.zeros((max_panes, sdim, sdim), np.bool_)
-    pe = np.zeros((max_panes, sdim), np.int64)
+    # The map pool: the maps of the panes since the last flip (the back stack), maps
+    # 0 .. max_panes-1, then their composition G and a scratch H (swapped, never copied).
+    n_rows = (max_panes + 2) * sdim
+    mi = np.zeros((n_rows, sdim, n_i), np.uint64)
+    mf = np.zeros((n_rows, sdim, n_f), np.float64)
+    mx = np.zeros((n_rows, sdim, n_x), np.int64)
+    mr = np.zeros((n_rows, sdim), np.bool_)
+    me = np.zeros(n_rows, np.int64)
     pane_id = np.zeros(max_panes, np.int64)
-    # ... their composition G (H: scratch for a new composition) ...
-    gi = np.zeros((sdim, sdim, n_i), np.uint64)
-    gf = np.zeros((sdim, sdim, n_f), np.float64)
-    gx = np.zeros((sdim, sdim, n_x), np.int64)
-    gr = np.zeros((sdim, sdim), np.bool_)
-    ge = np.zeros(sdim, np.int64)
-    hi_, hf, hx, hr, he = gi.copy(), gf.copy(), gx.copy(), gr.copy(), ge.copy()
-    # ... and the front stack: states f_p, ascending pane p.
-    fi = np.zeros((max_panes, sdim, n_i), np.uint64)
-    ff = np.zeros((max_panes, sdim, n_f), np.float64)
-    fx = np.zeros((max_panes, sdim, n_x), np.int64)
-    fr = np.zeros((max_panes, sdim), np.bool_)
-    fe = np.zeros(max_panes, np.int64)
+    g = max_panes * sdim
+    h = g + sdim
+    # The state pool: the front stack f_p (ascending pane p), then the zero state and
+    # one window's state.
+    fi = np.zeros((max_panes + 2, sdim, n_i), np.uint64)
+    ff = np.zeros((max_panes + 2, sdim, n_f), np.float64)
+    fx = np.zeros((max_panes + 2, sdim, n_x), np.int64)
+    fr = np.zeros((max_panes + 2, sdim), np.bool_)
+    fe = np.zeros(max_panes + 2, np.int64)
     front_id = np.zeros(max_panes, np.int64)
-    # The zero state, and one window's state.
-    zi = np.zeros((sdim, n_i), np.uint64)
-    zf = np.zeros((sdim, n_f), np.float64)
-    zx = np.zeros((sdim, n_x), np.int64)
-    zr = np.zeros(sdim, np.bool_)
-    _clear(zi, zf, zx, zr, x_is_min)
-    wi, wf, wx, wr = zi.copy(), zf.copy(), zx.copy(), zr.copy()
+    zero = max_panes
+    win = max_panes + 1
+    _clear_row(fi, ff, fx, fr, zero, x_is_min)
     bi = np.zeros((max_batch, n_i), np.uint64)
     bf = np.zeros((max_batch, n_f), np.float64)
     bx = np.zeros((max_batch, n_x), np.int64)
@@ -296,11 +346,7 @@ def run_sliding(
             # The same events as the previous window (sparse sub-streams slide over
             # empty panes): the same result.  Skipping it only delays a flip, and it
             # pushes no pane.
-            _assign(out_i[w], out_i[w - 1])
-            _assign(out_f[w], out_f[w - 1])
-            _assign(out_x[w], out_x[w - 1])
-            out_e[w] = out_e[w - 1]
-            out_r[w] = out_r[w - 1]
+            _copy_output(out_i, out_f, out_x, out_e, out_r, w - 1, w)
             continue
         k = win_k[w]
         if pos < win_lo[w]:
@@ -316,24 +362,19 @@ def run_sliding(
             q = pos + 1
             while q < hi and times[q] // slide == p:
                 q += 1
+            m = n_back * sdim
             ok = _pane_map(mode, pos, q, times, plays, pair_ok, nv, pred_ptr, pred_idx,
                            start_bits, final_bits, prog, op_ptr, x_is_min,
                            a_int, a_flt, a_valid, a_key, rows,
-                           pi[n_back], pf[n_back], px[n_back], pr[n_back], pe[n_back],
-                           bi, bf, bx, bvar)
+                           mi, mf, mx, mr, me, m, bi, bf, bx, bvar)
             if not ok:
                 break
             pane_id[n_back] = p
             if n_back == 0:
-                _copy_map(pi[0], pf[0], px[0], pr[0], pe[0], gi, gf, gx, gr, ge)
+                _copy_rows(mi, mf, mx, mr, me, m, mi, mf, mx, mr, me, g, sdim)
             else:
-                ok = _compose(pi[n_back], pf[n_back], px[n_back], pr[n_back], pe[n_back],
-                              gi, gf, gx, gr, ge, hi_, hf, hx, hr, he, nv, x_is_min)
-                gi, hi_ = hi_, gi  # the composition becomes G (swap, no copy)
-                gf, hf = hf, gf
-                gx, hx = hx, gx
-                gr, hr = hr, gr
-                ge, he = he, ge
+                ok = _compose(mi, mf, mx, mr, me, m, g, h, nv, x_is_min)
+                g, h = h, g  # the composition becomes G
             n_back += 1
             pos = q
         if ok and k >= flip:
@@ -344,21 +385,12 @@ def run_sliding(
             n_front = n_back - first
             for idx in range(n_back - 1, first - 1, -1):
                 if idx == n_back - 1:
-                    _copy_map(pi[idx], pf[idx], px[idx], pr[idx], pe[idx], gi, gf, gx, gr, ge)
+                    _copy_rows(mi, mf, mx, mr, me, idx * sdim, mi, mf, mx, mr, me, g, sdim)
                 elif ok:
-                    ok = _compose(gi, gf, gx, gr, ge, pi[idx], pf[idx], px[idx], pr[idx], pe[idx],
-                                  hi_, hf, hx, hr, he, nv, x_is_min)
-                    gi, hi_ = hi_, gi
-                    gf, hf = hf, gf
-                    gx, hx = hx, gx
-                    gr, hr = hr, gr
-                    ge, he = he, ge
+                    ok = _compose(mi, mf, mx, mr, me, g, idx * sdim, h, nv, x_is_min)
+                    g, h = h, g
                 f = idx - first
-                _assign(fi[f], gi[0])
-                _assign(ff[f], gf[0])
-                _assign(fx[f], gx[0])
-                _assign(fr[f], gr[0])
-                fe[f] = ge[0]
+                _copy_rows(mi, mf, mx, mr, me, g, fi, ff, fx, fr, fe, f, 1)  # G's T0 row is f_p
                 front_id[f] = pane_id[idx]
             fptr = 0
             n_back = 0
@@ -368,19 +400,13 @@ def run_sliding(
             continue
         while fptr < n_front and front_id[fptr] < k:
             fptr += 1
-        if fptr < n_front:
-            si, sf, sx, sr, se = fi[fptr], ff[fptr], fx[fptr], fr[fptr], fe[fptr]
-        else:
-            si, sf, sx, sr, se = zi, zf, zx, zr, 0
+        s = fptr if fptr < n_front else zero
         if n_back == 0:
-            _assign(wi, si)
-            _assign(wf, sf)
-            _assign(wx, sx)
-            _assign(wr, sr)
-            we = se
+            _copy_rows(fi, ff, fx, fr, fe, s, fi, ff, fx, fr, fe, win, 1)
         else:
-            we = _apply(gi, gf, gx, gr, ge, si, sf, sx, sr, se, wi, wf, wx, wr, True, nv, x_is_min)
-            if we < 0:
+            e = _apply(mi, mf, mx, mr, me, g, fi, ff, fx, fr, fe, s, fi, ff, fx, fr, win, True, nv, x_is_min)
+            if e < 0:
                 seg_done[seg] = False
                 continue
-        _emit_window(mode, nv, final_bits, x_is_min, wi, wf, wx, wr, we, w, out_i, out_f, out_x, out_e, out_r)
+            fe[win] = e
+        _emit_row(mode, nv, final_bits, x_is_min, fi, ff, fx, fr, fe, win, w, out_i, out_f, out_x, out_e, out_r)
