@@ -50,6 +50,22 @@ def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
 # inlined helper's arguments costs an atomic reference-count pair per call (a fifth of the
 # kernel's time when every Fenwick node visit was such a call); a call per traversal does not.
 
+@njit(cache=True, inline="always")
+def _catch_up(ti, tf, ts, p, t, a, cur, lanes, ni, nf):
+    """Bring node ``a`` of tree ``(p, t)`` to ring pane ``cur``: the slots of the panes
+    since its last visit held expired panes, so they are emptied first."""
+    last = ts[p, t, a]
+    if last != cur:
+        ts[p, t, a] = cur
+        first = last + 1 if cur - last < lanes else cur - lanes + 1
+        for q in range(first, cur + 1):
+            ln = q % lanes
+            for c in range(ni):
+                ti[p, t, a, c, ln] = 0
+            for c in range(nf):
+                tf[p, t, a, c, ln] = 0.0
+
+
 @njit(cache=True)
 def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one):
     """Batch row ``d`` += the Fenwick prefix ``[1, a]`` of tree ``(p, t)`` -- or node ``a``
@@ -57,16 +73,7 @@ def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one)
     ni = live_i[p, 0]
     nf = live_f[p, 0]
     while a > 0:
-        last = ts[p, t, a]
-        if last != cur:  # panes passed since the last visit: empty the slots they reuse
-            ts[p, t, a] = cur
-            first = last + 1 if cur - last < lanes else cur - lanes + 1
-            for q in range(first, cur + 1):
-                ln = q % lanes
-                for c in range(ni):
-                    ti[p, t, a, c, ln] = 0
-                for c in range(nf):
-                    tf[p, t, a, c, ln] = 0.0
+        _catch_up(ti, tf, ts, p, t, a, cur, lanes, ni, nf)
         for c in range(ni):
             k = live_i[p, c + 1]
             for ln in range(lanes):
@@ -87,16 +94,7 @@ def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, 
     ni = live_i[p, 0]
     nf = live_f[p, 0]
     while a <= m:
-        last = ts[p, t, a]
-        if last != cur:
-            ts[p, t, a] = cur
-            first = last + 1 if cur - last < lanes else cur - lanes + 1
-            for q in range(first, cur + 1):
-                ln = q % lanes
-                for c in range(ni):
-                    ti[p, t, a, c, ln] = 0
-                for c in range(nf):
-                    tf[p, t, a, c, ln] = 0.0
+        _catch_up(ti, tf, ts, p, t, a, cur, lanes, ni, nf)
         for c in range(ni):
             k = live_i[p, c + 1]
             for ln in range(lanes):
