@@ -186,3 +186,28 @@ def test_ring_rebuilds_across_rank_blocks() -> None:
     assert calls and blocks and n > 10 * 2 * blocks[0]
     assert got.num_rows > 400
     assert_same_result(got, exact(query, table))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    ops=st.tuples(st.sampled_from(OPS), st.sampled_from(OPS)),
+    where=st.sampled_from(["both", "cross"]),
+    n=st.integers(1, 120),
+    distinct=st.sampled_from([3, 40]),
+    slide=st.integers(1, 3),
+    panes=st.integers(2, 10),
+    lanes=st.sampled_from([RING, RING, 3]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_several_kept_pairs_equal_python(ops, where, n, distinct, slide, panes, lanes, seed) -> None:
+    # Two indexed pairs (A after A and B after B, each with its own trees), or one pair
+    # across variables (an A read by the B that follows it).
+    table = random_stream(seed, n, distinct)
+    condition = (f"A.v {ops[0]} NEXT(A).v AND B.w {ops[1]} NEXT(B).w" if where == "both"
+                 else f"A.v {ops[0]} NEXT(B).v")
+    query = (f"RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A+, B+) WHERE {condition} "
+             f"WITHIN {slide * panes} seconds SLIDE {slide} seconds")
+    with forced(), grouped(lanes) as calls:
+        got = compiled(query, table)
+    assert_same_result(got, exact(query, table), context=f"\n{query}\n{table.to_pylist()}")
+    assert calls or got.num_rows == 0
