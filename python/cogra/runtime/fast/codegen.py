@@ -383,8 +383,9 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     from cogra.runtime.fast import sliding_kernels
 
     nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
-    w("from cogra.runtime.fast.sliding_kernels import _clear_row, _copy_output, _copy_rows, _emit_row, "
-      "_identity, _normalize")
+    w("from cogra.runtime.fast.sliding_kernels import INLINED")
+    for name in ("_clear_row", "_copy_output", "_copy_rows", "_emit_row", "_identity", "_normalize"):
+        w(f"{name} = INLINED[{name!r}]")
     w()
     w("@njit(cache=True)")
     w("def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,")

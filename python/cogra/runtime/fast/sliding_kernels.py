@@ -65,7 +65,7 @@ def _better(a, b, is_min):
 # with a few views per pane and per window those were a third of the kernel's time.
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _clear_row(si, sf, sx, sr, row, x_is_min):
     """Pool row ``row`` := the zero state (no trends, nothing reached)."""
     for q in range(si.shape[1]):
@@ -78,7 +78,7 @@ def _clear_row(si, sf, sx, sr, row, x_is_min):
         sr[row, q] = False
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
     """Rows ``dst .. dst+n-1`` of pool ``b*`` := rows ``src ..`` of pool ``a*`` (may be the
     same pool; the ranges must not overlap)."""
@@ -94,7 +94,7 @@ def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
         be[dst + t] = ae[src + t]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
     """Map ``m`` := the map of no events: ``T0`` zero, ``L_r`` the basis state of row ``r``."""
     for j in range(nv + 1):
@@ -106,7 +106,7 @@ def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
         mr[m + r + 1, r] = True
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _normalize(sf, row):
     """Scale pool row ``row``'s floats below :data:`SCALE_ABOVE`; the exponent to add, or
     -1 if non-finite."""
@@ -245,7 +245,7 @@ def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start
     return True
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, out_f, out_x, out_e, out_r):
     """Row ``w`` of the outputs from pool row ``s`` (as :func:`kernels._emit_window`: under
     any, the trends ending at a final variable are added to the finished row now)."""
@@ -270,7 +270,7 @@ def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, o
     out_r[w] = sr[s, fin]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
     for k in range(out_i.shape[1]):
         out_i[dst, k] = out_i[src, k]
@@ -280,6 +280,12 @@ def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
         out_x[dst, k] = out_x[src, k]
     out_e[dst] = out_e[src]
     out_r[dst] = out_r[src]
+
+
+INLINED = {f.__name__: njit(inline="always")(f.py_func)
+           for f in (_clear_row, _copy_rows, _identity, _normalize, _emit_row, _copy_output)}
+"""The helpers above, inlined where called: the generated kernels use these (~10% faster
+there), the generic kernel calls them (inlined, its larger loop body ran ~15% slower)."""
 
 
 @njit(cache=True)
