@@ -62,3 +62,76 @@ def test_small_input_reuses_a_compiled_window_kernel(reuse, monkeypatch, generat
     shapes.clear()
     cogra.evaluate(TUMBLING, small)
     assert not shapes
+
+
+def _sliding_call(monkeypatch):
+    """``(shape, args)`` of one generic sliding-kernel call on a small stream."""
+    from cogra.runtime.fast import sliding, sliding_kernels
+
+    captured = []
+    real = sliding_kernels.run_sliding
+    monkeypatch.setattr(sliding_kernels, "run_sliding", lambda *a: captured.append(a) or real(*a))
+    shapes = []
+    real_bg = codegen.compile_in_background
+    monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: shapes.append(s) or False)
+    monkeypatch.setattr(sliding, "BACKGROUND_MIN_EVENTS", 0)
+    monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)  # the generic kernel runs
+    with forced():
+        cogra.evaluate(SLIDING, stock(500, rate=20.0))
+    monkeypatch.setattr(codegen, "compile_in_background", real_bg)
+    assert captured and shapes
+    return shapes[0], captured[0]
+
+
+def test_background_compile_request_and_lock(reuse, monkeypatch, tmp_path) -> None:
+    # The request is written to a lock file beside the source; while it is fresh no
+    # second process starts; the child compiles what it asks for and removes it.
+    import os
+    import subprocess
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})  # nothing compiled in this process either
+    shape, args = _sliding_call(monkeypatch)
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
+    assert codegen.compile_in_background(shape, "run_sliding", args)
+    lock = tmp_path / "kernels" / f"cogra_kernel_{shape.key}.run_sliding.compiling"
+    assert lock.exists() and started[0][1:3] == ["-m", "cogra.runtime.fast.codegen"] and started[0][3] == str(lock)
+    assert not codegen.compile_in_background(shape, "run_sliding", args)  # one at a time
+    os.utime(lock, (0, 0))  # a lock from a process that died long ago
+    assert codegen.compile_in_background(shape, "run_sliding", args) and len(started) == 2
+    assert not codegen.is_compiled(shape, "run_sliding")
+    codegen._compile_requested(str(lock))  # what the child runs
+    assert not lock.exists() and codegen.is_compiled(shape, "run_sliding")
+    monkeypatch.setenv(codegen.BACKGROUND_ENV, "0")
+    other = codegen.Shape(**{**shape.__dict__, "n_i": shape.n_i + 1})
+    assert not codegen.compile_in_background(other, "run_sliding", args)
+
+
+@pytest.mark.slow
+def test_background_compile_serves_later_calls(reuse, monkeypatch, tmp_path) -> None:
+    # End to end: a chunk-sized input starts a detached compile; once it is done, the same
+    # query runs the generated kernel.
+    import time
+
+    from cogra.runtime.fast import sliding
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(sliding, "BACKGROUND_MIN_EVENTS", 0)
+    monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)
+    shapes = []
+    real_bg = codegen.compile_in_background
+    monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: shapes.append(s) or real_bg(s, f, a))
+    table = stock(3000, rate=20.0)
+    with forced() as generic:
+        cogra.evaluate(SLIDING, table)
+        assert generic and shapes
+        deadline = time.time() + 300
+        while not codegen.is_compiled(shapes[0], "run_sliding"):
+            assert time.time() < deadline, "the background compile did not finish"
+            time.sleep(1)
+        generic.clear()
+        got = cogra.evaluate(SLIDING, table)
+        assert not generic
+    assert_same_result(got, cogra.evaluate(SLIDING, table, compiled=False))

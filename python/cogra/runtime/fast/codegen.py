@@ -114,6 +114,58 @@ def is_compiled(shape: Shape, function: str) -> bool:
                for index in (cache_dir() / "__pycache__").glob(f"cogra_kernel_{key}.{function}-*.nbi"))
 
 
+BACKGROUND_ENV = "COGRA_BACKGROUND_COMPILE"
+"""Set to ``0`` to never start background compiles (:func:`compile_in_background`)."""
+STALE_LOCK_SECONDS = 900
+
+
+def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
+    """Compile the shape's ``function`` for the types of ``args`` in a detached process,
+    once per machine and shape, so that later calls find it compiled (:func:`is_compiled`)
+    -- e.g. a Spark worker's 131k-row chunks, each below the size that repays compiling
+    in the foreground.  A lock file beside the source (holding the request) keeps other
+    processes from starting the same compile; a lock older than 15 minutes is stale.
+    Returns whether a process was started."""
+    if not REUSE_COMPILED or os.environ.get(BACKGROUND_ENV, "1") == "0":
+        return False
+    import pickle
+    import subprocess
+    import time
+
+    import numba
+
+    lock = cache_dir() / f"cogra_kernel_{shape.key}.{function}.compiling"
+    try:
+        if time.time() - lock.stat().st_mtime < STALE_LOCK_SECONDS:
+            return False
+        lock.unlink()
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as f:
+        f.write(pickle.dumps((shape, function, tuple(numba.typeof(a) for a in args))))
+    subprocess.Popen([sys.executable, "-m", "cogra.runtime.fast.codegen", str(lock)],
+                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True, close_fds=True)
+    return True
+
+
+def _compile_requested(lock: str) -> None:
+    """The background process: compile what the lock file asks for (numba saves it to its
+    disk cache), then remove the lock."""
+    import pickle
+
+    path = Path(lock)
+    try:
+        shape, function, signature = pickle.loads(path.read_bytes())
+        getattr(_module_for(shape), function).compile(signature)
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def kernel_for(shape: Shape) -> Callable:
     """The compiled kernel of a shape (generated, written and imported once)."""
     return _module_for(shape).kernel
@@ -502,3 +554,9 @@ def sliding_for(shape: Shape) -> Callable:
     """The shape's sliding-window sharing kernel, with the signature of
     :func:`sliding_kernels.run_sliding`."""
     return _module_for(shape).run_sliding
+
+
+if __name__ == "__main__":  # python -m cogra.runtime.fast.codegen LOCK (see compile_in_background)
+    from cogra.runtime.fast import codegen as _codegen  # the module proper, not this __main__ copy
+
+    _codegen._compile_requested(sys.argv[1])

@@ -46,6 +46,10 @@ SPECIALIZE_MIN_EVENTS = 1_000_000
 (:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
 time a shape is seen on a machine (numba then caches it on disk).  Smaller inputs run it
 too once it is compiled (:func:`codegen.is_compiled`).  Tests lower it."""
+BACKGROUND_MIN_EVENTS = 20_000
+"""Inputs this large that run the generic kernel start compiling the generated one in the
+background (:func:`codegen.compile_in_background`; off in tests, ``COGRA_BACKGROUND_COMPILE=0``
+turns it off)."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
 about 10 ns per (window, event) pair (measured on the stock data, one variable): below
@@ -83,7 +87,8 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     from cogra.runtime.fast import codegen
 
     shape_ = fast.shape()
-    if len(subs.rows) >= SPECIALIZE_MIN_EVENTS or codegen.is_compiled(shape_, "run_sliding"):
+    generated = len(subs.rows) >= SPECIALIZE_MIN_EVENTS or codegen.is_compiled(shape_, "run_sliding")
+    if generated:
         # Large inputs (or any, once compiled): the same kernel with its pane update and
         # map application generated for the query's shape (codegen; cached on disk).
         kernel = codegen.sliding_for(shape_)
@@ -96,7 +101,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     c = fast.chan
     out = KernelOut.zeros(len(seg), c)
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
-    kernel(
+    args = (
         fast.mode, times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
         fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
@@ -104,6 +109,10 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
         fast._max_batch(times, subs.bits), _max_panes(times // slide, subs.seg_ptr, panes),
         out.i, out.f, out.x, out.e, out.r, seg_done,
     )
+    if not generated and len(subs.rows) >= BACKGROUND_MIN_EVENTS:
+        # A chunk of a large input, probably: have the generated kernel ready next time.
+        codegen.compile_in_background(shape_, "run_sliding", args)
+    kernel(*args)
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
     redo = np.flatnonzero(~seg_done[seg])
