@@ -215,6 +215,13 @@ def _helpers_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def _keep_better(w: "_Writer", dst: str, src: str, is_min: bool) -> None:
+    """Emit ``dst = src`` where ``src`` is the better extreme (smaller for MIN)."""
+    w(f"if {src} {'<' if is_min else '>'} {dst}:")
+    with w.block():
+        w(f"{dst} = {src}")
+
+
 @functools.lru_cache(maxsize=None)
 def _source(shape: Shape) -> str:
     return generate(shape)
@@ -259,10 +266,7 @@ def generate(shape: Shape) -> str:
         for k in range(n_f):
             w(f"{dst}_f{k} += {src}_f{k}")
         for k in range(n_x):
-            cmp = "<" if s.x_is_min[k] else ">"
-            w(f"if {src}_x{k} {cmp} {dst}_x{k}:")
-            with w.block():
-                w(f"{dst}_x{k} = {src}_x{k}")
+            _keep_better(w, f"{dst}_x{k}", f"{src}_x{k}", s.x_is_min[k])
         w(f"{dst}_r = True")
 
     def transfer(arrays: str, at: str, to_arrays: bool) -> None:
@@ -515,15 +519,9 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
                         for k in range(1, n_f):
                             w(f"of[o, {q}, {k}] += (cf * gf[g + {r + 1}, {q}, {k}] + sf[s, {r}, {k}] * m0) * ar")
                         for k in range(n_x):
-                            cmp = "<" if s.x_is_min[k] else ">"
-                            w(f"if sx[s, {r}, {k}] {cmp} ox[o, {q}, {k}]:")
-                            with w.block():
-                                w(f"ox[o, {q}, {k}] = sx[s, {r}, {k}]")
+                            _keep_better(w, f"ox[o, {q}, {k}]", f"sx[s, {r}, {k}]", s.x_is_min[k])
                     for k in range(n_x):
-                        cmp = "<" if s.x_is_min[k] else ">"
-                        w(f"if gx[g + {r + 1}, {q}, {k}] {cmp} ox[o, {q}, {k}]:")
-                        with w.block():
-                            w(f"ox[o, {q}, {k}] = gx[g + {r + 1}, {q}, {k}]")
+                        _keep_better(w, f"ox[o, {q}, {k}]", f"gx[g + {r + 1}, {q}, {k}]", s.x_is_min[k])
         w(f"if sr[s, {nv}]:")
         with w.block():
             w("afin = math.ldexp(1.0, se[s] - eo)")
@@ -532,10 +530,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             for k in range(n_f):
                 w(f"of[o, {nv}, {k}] += sf[s, {nv}, {k}] * afin")
             for k in range(n_x):
-                cmp = "<" if s.x_is_min[k] else ">"
-                w(f"if sx[s, {nv}, {k}] {cmp} ox[o, {nv}, {k}]:")
-                with w.block():
-                    w(f"ox[o, {nv}, {k}] = sx[s, {nv}, {k}]")
+                _keep_better(w, f"ox[o, {nv}, {k}]", f"sx[s, {nv}, {k}]", s.x_is_min[k])
             w(f"orr[o, {nv}] = True")
         w("shift = _normalize(of, o)")
         w("return -1 if shift < 0 else eo + shift")

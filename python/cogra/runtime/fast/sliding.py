@@ -155,22 +155,16 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     out = KernelOut.zeros(len(seg), c)
     redo = np.zeros(len(seg), np.bool_)
     max_batch = fast._max_batch(times, subs.bits)
-    common = (times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
-              fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f)
+    head = (times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr)
+    tail = (fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f)
     pairs = (fast.pair_of, fast.pair_flags)
     ranks = (fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid)
-    ring_span = _max_live_span(times // slide, subs.seg_ptr, panes)
+    ring_span = _max_live_span(times // slide, subs.seg_ptr, panes) if RING else 0
     n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
     if RING and mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, ring_span) <= RING_MAX_BYTES:
-        # Each variable's predecessors, those with the most live channels first (see run_mixed_ring).
-        width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
-        preds = [sorted(fast.pred_idx[a:z].tolist(), key=lambda u: -width[u])
-                 for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]
-        pred_idx = np.asarray([u for row in preds for u in row], np.int64)
-        common = common[:5] + (pred_idx,) + common[6:]
         mixed_ring.run_mixed_ring(
-            *common, fast.a_int, fast.a_flt, fast.a_valid, rows, *pairs, fast.live_i, fast.live_f,
-            fast.var_live_i, fast.var_live_f, *ranks,
+            *head, _preds_widest_first(fast), *tail, fast.a_int, fast.a_flt, fast.a_valid, rows,
+            *pairs, fast.live_i, fast.live_f, fast.var_live_i, fast.var_live_f, *ranks,
             seg, k, lo, hi, slide, panes, max_batch, ring_span,
             out.i, out.f, out.e, out.r, redo,
         )
@@ -181,7 +175,7 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
         last = np.searchsorted(key, key + group - 1, side="right") - 1
         max_span = max(1, int((hi[last] - lo).max()))
         mixed_sliding.run_mixed_sliding(
-            *common, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+            *head, fast.pred_idx, *tail, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
             *pairs, fast.m_of, fast.live_i, fast.live_f, *ranks,
             seg, k, lo, hi, slide, size, group, max_batch, max_span,
             out.i, out.f, out.e, out.r, redo,
@@ -190,6 +184,16 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     if len(again):
         out.put(again, fast.run_raw(subs, lo[again], hi[again]))
     return out
+
+
+def _preds_widest_first(fast: Any) -> np.ndarray:
+    """``pred_idx`` with each variable's predecessors ordered by their live channels, most
+    first: the ring kernel copies a row from its first source when that has all its
+    channels (see :func:`mixed_ring.run_mixed_ring`)."""
+    width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
+    preds = [sorted(fast.pred_idx[a:z].tolist(), key=lambda u: -width[u])
+             for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]
+    return np.asarray([u for row in preds for u in row], np.int64)
 
 
 def _max_live_span(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
