@@ -23,7 +23,16 @@ from cogra.runtime.fast import finish
 from tests.compare import assert_same_result
 from tests.strategies import cases
 
-COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                    HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(autouse=True, params=["compiled", "numpy"])
+def rules(request, monkeypatch) -> str:
+    """Every test runs the compiled common cases (finish_kernels, the numpy rules for the
+    keys they leave) and the numpy rules alone."""
+    monkeypatch.setattr(finish, "COMPILED", request.param == "compiled")
+    return request.param
 
 
 def both_paths(query: str, table: pa.Table, **kw) -> tuple[pa.Table, pa.Table]:

@@ -21,6 +21,11 @@ whole arrays:
    within a hair of a rounding midpoint) or of the approximations when they are huge,
    MIN/MAX from their keys -- the values the row path gives.
 
+Steps 2-4 run compiled for the common cases (:mod:`finish_kernels`: exact values below
+2**62, provably huge ones; one pass over the keys, ~30 ns per row instead of ~0.3 µs);
+the keys it leaves take the numpy rules (:func:`numpy_item_columns`) on their windows
+only.
+
 A key with any undecided value goes through the row path (:meth:`Engine.state_of`:
 decode, or re-run exactly in Python) and ``build_table``; its rows are merged into the
 order.  Under ``on_overflow="error"`` an overflow makes :func:`result_table` return
@@ -40,6 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.runtime.aggregates import MAX, MIN
+from cogra.runtime.fast import finish_kernels as fk
 from cogra.runtime.fast.channels import (
     CANCELLATION_LIMIT,
     FITS_SIGNED,
@@ -55,6 +61,8 @@ from cogra.runtime.output import build_table, order, table_schema
 
 ENABLED = True
 """Tests switch this off to run the row path on the same inputs."""
+COMPILED = True
+"""Tests switch this off to run the numpy rules (:func:`numpy_item_columns`) on every key."""
 
 def applies(engine: Any, fast: Any, wins: Any) -> bool:
     if not ENABLED or wins.start is None:
@@ -81,6 +89,15 @@ class Keyed:
     windows: np.ndarray  # window indices sorted by key
     key_of: np.ndarray  # per entry of ``windows``, its key
     groups: list[tuple]  # distinct output groups, in sort order (gid = index)
+
+    def subset(self, keys: np.ndarray) -> "Keyed":
+        """The keys ``keys`` (ascending) with their windows, as a Keyed of its own."""
+        ends = np.append(self.first, len(self.windows))
+        lengths = ends[keys + 1] - ends[keys]
+        first = np.cumsum(lengths) - lengths
+        entries = np.repeat(ends[keys] - first, lengths) + np.arange(int(lengths.sum()))
+        return Keyed(self.start[keys], self.gid[keys], first, self.windows[entries],
+                     np.repeat(np.arange(len(keys)), lengths), self.groups)
 
 
 def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, out: KernelOut) -> Keyed:
@@ -350,8 +367,26 @@ class Column:
     undecided: np.ndarray
 
 
+def _extreme_column(ctx: "Context", idx: int, extremes: np.ndarray, none: np.ndarray) -> Column:
+    """MIN/MAX slot ``idx`` from the merged keys (never undecided: keys merge exactly)."""
+    k = ctx.chan.slot_map[idx][3]
+    identity = MIN_KEY_IDENTITY if ctx.layout.slots[idx].kind == MIN else MAX_KEY_IDENTITY
+    keys = extremes[:, k]
+    empty = keys == identity
+    return Column(ctx.x_arrow[k](np.where(empty, 0, keys)), empty, none, none)
+
+
 def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
-    """Per RETURN item a :class:`Column` over the keys (None for grouping items)."""
+    """Per RETURN item a :class:`Column` over the keys (None for grouping items): the
+    compiled pass for the common cases (:mod:`finish_kernels`), the numpy rules for the
+    keys it leaves (and for queries it does not handle)."""
+    if COMPILED and _compilable(ctx):
+        return _compiled_item_columns(ctx, out, keyed)
+    return numpy_item_columns(ctx, out, keyed)
+
+
+def numpy_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
+    """:func:`item_columns` by the numpy rules: every case, ~30 passes over the keys."""
     layout, chan = ctx.layout, ctx.chan
     none = np.zeros(len(keyed.first), bool)
     extremes = merged_extremes(keyed, out, chan.x_is_min)
@@ -367,13 +402,7 @@ def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | 
         if final[0] == "group":
             cols.append(None)
         elif final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX):
-            idx = final[1]
-            k = chan.slot_map[idx][3]
-            identity = MIN_KEY_IDENTITY if layout.slots[idx].kind == MIN else MAX_KEY_IDENTITY
-            keys = extremes[:, k]
-            empty = keys == identity
-            values = ctx.x_arrow[k](np.where(empty, 0, keys))
-            cols.append(Column(values, empty, none, none))
+            cols.append(_extreme_column(ctx, final[1], extremes, none))
         elif final[0] == "slot":  # COUNT(*) / COUNT(V)
             c = num(final[1])
             fits = c.in_int64
@@ -383,13 +412,13 @@ def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | 
             count, total = num(nn), num(s)
             null = count.is_zero
             undecided = (count.undecided | total.undecided) & ~null
-            scale_bits = int(ctx.scales[attr]).bit_length() - 1
-            if func == "SUM" and pa.types.is_integer(ctx.input_schema.field(attr).type):
+            scale_bits = _scale_bits(ctx, attr)
+            if func == "SUM" and _integer_attribute(ctx, attr):
                 fits = total.in_int64
                 overflow = ((total.exact & ~fits) | total.big) & ~null & ~undecided
                 cols.append(Column(total.int64(), null, overflow, undecided))
                 continue
-            if scale_bits > 1000:  # results near the subnormal range: exact arithmetic only
+            if scale_bits > MAX_SCALE_BITS:  # results near the subnormal range: exact arithmetic only
                 undecided = ~null.copy()
             s_m, s_k = total.mantissa()
             with np.errstate(over="ignore", invalid="ignore", divide="ignore", under="ignore"):
@@ -411,6 +440,119 @@ def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | 
                     overflow = ~np.isfinite(value) & ~null & ~undecided
             cols.append(Column(value, null, overflow, undecided))
     return cols
+
+
+MAX_SCALE_BITS = 1000
+"""Float attributes scaled by more than 2**1000 give results near the subnormal range:
+those take the exact path."""
+
+
+def _scale_bits(ctx: "Context", attr: str) -> int:
+    return int(ctx.scales[attr]).bit_length() - 1
+
+
+def _integer_attribute(ctx: "Context", attr: str) -> bool:
+    return pa.types.is_integer(ctx.input_schema.field(attr).type)
+
+
+def _compilable(ctx: "Context") -> bool:
+    """Whether :mod:`finish_kernels` handles every item: integer slots (one limb, or a
+    float sum split in two), moderate float scales."""
+    slot_map = ctx.chan.slot_map
+    for final in ctx.layout.finals:
+        if final[0] == "slot" and slot_map[final[1]][0] not in ("int", "x"):
+            return False
+        if final[0] not in ("group", "slot"):
+            _func, s, _inf, nn, attr = final
+            if slot_map[s][0] not in ("isum", "fsplit") or slot_map[nn][0] != "int":
+                return False
+            if not _integer_attribute(ctx, attr) and _scale_bits(ctx, attr) > MAX_SCALE_BITS:
+                return False
+    return True
+
+
+def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
+    layout, chan = ctx.layout, ctx.chan
+    n = len(keyed.first)
+    none = np.zeros(n, bool)
+    bounds = np.append(keyed.first, len(keyed.windows))
+    # The integer slots the items read, decoded in one pass.
+    needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
+                    | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
+    slots = np.array([_slot_row(chan.slot_map[idx]) for idx in needed], np.int64).reshape(-1, 7)
+    decoded = (np.empty((len(needed), n), np.int8), np.empty((len(needed), n), np.int64),
+               np.empty((len(needed), n), np.float64), np.empty((len(needed), n), np.int64))
+    fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
+    row_of = {idx: j for j, idx in enumerate(needed)}
+
+    def slot(idx: int) -> tuple[np.ndarray, ...]:
+        """(status, value, mantissa, exponent) per key."""
+        return tuple(a[row_of[idx]] for a in decoded)
+
+    extremes = None
+    cols: list[Column | None] = []
+    for final in layout.finals:
+        if final[0] == "group":
+            cols.append(None)
+        elif final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX):
+            if extremes is None:
+                extremes = merged_extremes(keyed, out, chan.x_is_min)
+            cols.append(_extreme_column(ctx, final[1], extremes, none))
+        elif final[0] == "slot":  # COUNT(*) / COUNT(V): exact values are below 2**62
+            st, val, _, _ = slot(final[1])
+            cols.append(Column(val, none, st == fk.BIG, st == fk.HARD))
+        else:
+            func, s, _inf, nn, attr = final
+            total, count = slot(s), slot(nn)
+            null, hard = np.empty(n, bool), np.empty(n, bool)
+            if func == "SUM" and _integer_attribute(ctx, attr):
+                null = (count[0] == fk.EXACT) & (count[1] == 0)
+                hard = ((count[0] == fk.HARD) | (total[0] == fk.HARD)) & ~null
+                cols.append(Column(total[1], null, (total[0] == fk.BIG) & ~null & ~hard, hard))
+            elif func == "AVG":
+                values = np.empty(n, np.float64)
+                fk.average(*total, *count, _scale_bits(ctx, attr), values, null, hard)
+                cols.append(Column(values, null, none, hard))
+            else:
+                values, overflow = np.empty(n, np.float64), np.empty(n, bool)
+                fk.float_sum(*total, count[0], count[1], _scale_bits(ctx, attr), values, null, overflow, hard)
+                cols.append(Column(values, null, overflow, hard))
+    hard_keys = np.zeros(n, bool)
+    for c in cols:
+        if c is not None and c.undecided is not none:
+            hard_keys |= c.undecided
+    if hard_keys.any():
+        _take_numpy_rules(ctx, out, keyed, np.flatnonzero(hard_keys), cols)
+    return cols
+
+
+def _slot_row(entry: tuple) -> tuple[int, ...]:
+    """A slot as :func:`finish_kernels.decode_slots` reads it."""
+    kind, ii, fi, extra = entry[:4]
+    if kind == "fsplit":
+        return (fk.KIND_SPLIT, ii, fi, extra, *entry[4:7])
+    code, bi = (fk.KIND_COUNT, fi) if kind == "int" else (fk.KIND_ISUM, extra)
+    return (code, ii, fi, bi, ii, fi, bi)
+
+
+def _take_numpy_rules(ctx: "Context", out: KernelOut, keyed: Keyed, keys: np.ndarray,
+                      cols: list[Column | None]) -> None:
+    """Overwrite the numeric columns at ``keys`` with the numpy rules' columns."""
+    sub = keyed.subset(keys)
+    rows = sub.windows  # decode only their windows, renumbered
+    sub.windows = np.arange(len(rows))
+    theirs = numpy_item_columns(ctx, KernelOut(out.i[rows], out.f[rows], out.x[rows], out.e[rows], out.r[rows]), sub)
+    for i, (mine, other) in enumerate(zip(cols, theirs)):
+        if mine is None or isinstance(mine.values, (pa.Array, pa.ChunkedArray)):
+            continue  # grouping items; MIN/MAX are the same for every key
+        values = mine.values.astype(np.result_type(mine.values, other.values))  # a copy
+        values[keys] = other.values
+        flags = []
+        for name in ("null", "overflow", "undecided"):
+            flag = getattr(mine, name).copy()  # may be shared between columns
+            flag[keys] = getattr(other, name)
+            flags.append(flag)
+        cols[i] = Column(values, *flags)
 
 
 @dataclass

@@ -1,0 +1,158 @@
+"""The compiled common cases of the column-wise finish (finish_kernels) agree with the
+numpy rules (finish.numpy_item_columns) on every key, for kernel outputs built to sit
+on the rules' thresholds: residues that are the value or wrapped past 2**64, bounds
+just below and above FITS / RESOLVABLE / 2**64, rescaled windows whose bounds fell
+below TINY, NaN, cancelling sums, exact averages around 2**53, split float sums, and
+keys merging several windows.  Whatever the compiled pass decides must equal what the
+numpy rules decide; what it leaves, the numpy rules decide for it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cogra
+from cogra.runtime.fast import finish
+from cogra.runtime.fast.channels import KernelOut
+
+QUERY = ("RETURN g, COUNT(*), COUNT(A), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f), MIN(A.x)\n"
+         "PATTERN A+\nWHERE [g]\nGROUP-BY g\nWITHIN 10 seconds SLIDE 5 seconds")
+
+
+@pytest.fixture(scope="module")
+def context() -> finish.Context:
+    """The query's real finish context (a float attribute spanning enough to be split)."""
+    captured: dict = {}
+    original = finish.item_columns
+
+    def spy(ctx, out, keyed):
+        captured["ctx"] = ctx
+        return original(ctx, out, keyed)
+
+    table = pa.table({"type": ["A"] * 4, "time": [0, 1, 2, 3], "g": [1, 1, 2, 2],
+                      "x": [3, -5, 7, 1], "f": [0.1, 1e6, 2.5, 3.25]})
+    finish.item_columns = spy
+    try:
+        cogra.evaluate(QUERY, table)
+    finally:
+        finish.item_columns = original
+    ctx = captured["ctx"]
+    assert {entry[0] for entry in ctx.chan.slot_map} >= {"int", "isum", "fsplit", "x"}
+    return ctx
+
+
+# Magnitudes where the rules change, and values just around them.
+EDGES = [0.0, 1.0, 2.0**52, 2.0**53, 2.0**61, 2.0**62, 2.0**63 * (1 - 1e-6), 2.0**63, 2.0**64 * (1 - 1e-6),
+         2.0**64, 2.0**64 * (1 + 1e-6), 2.0**70, 2.0**61 / 1e-6, 2.0**90, 2.0**92, 2.0**200, 2.0**-900, 2.0**-1000]
+
+
+def _floats(rng: np.random.Generator, n: int) -> np.ndarray:
+    edge = np.array(EDGES)[rng.integers(0, len(EDGES), n)]
+    wiggle = np.array([1.0, 1 - 2**-40, 1 + 2**-40, 0.5, 3.0])[rng.integers(0, 5, n)]
+    sign = np.where(rng.random(n) < 0.2, -1.0, 1.0)
+    out = edge * wiggle * sign
+    out[rng.random(n) < 0.02] = np.nan
+    return out
+
+
+def _residues(rng: np.random.Generator, n: int) -> np.ndarray:
+    bits = rng.integers(0, 65, n)
+    raw = rng.integers(0, 2**63, n, dtype=np.int64).view(np.uint64) * np.uint64(2) + rng.integers(0, 2, n).astype(np.uint64)
+    mask = np.where(bits >= 64, np.uint64(2**64 - 1), (np.uint64(1) << bits.astype(np.uint64)) - np.uint64(1))
+    out = raw & mask
+    negative = rng.random(n) < 0.2  # small negative sums read as residues near 2**64
+    out[negative] = (-(out[negative] & np.uint64(2**40 - 1)).astype(np.int64)).view(np.uint64)
+    return out
+
+
+def random_out(rng: np.random.Generator, ctx: finish.Context, windows: int) -> KernelOut:
+    chan = ctx.chan
+    out = KernelOut.zeros(windows, chan)
+    out.i[:] = _residues(rng, out.i.size).reshape(out.i.shape)
+    out.f[:] = _floats(rng, out.f.size).reshape(out.f.shape)
+    # Bounds are magnitudes; keep some consistent with their residues (the common case).
+    for entry in chan.slot_map:
+        if entry[0] in ("int", "isum"):
+            ii, fi, bi = entry[1], entry[2], entry[2] if entry[0] == "int" else entry[3]
+            out.f[:, bi] = np.abs(out.f[:, bi])
+            agree = rng.random(windows) < 0.5
+            small = out.i[:, ii].view(np.int64).astype(np.float64)
+            out.f[agree, fi] = small[agree]
+            out.f[agree, bi] = np.abs(small[agree]) * (1 + 1e-9)
+        elif entry[0] == "fsplit":
+            out.f[:, entry[3]] = np.abs(out.f[:, entry[3]])
+            out.f[:, entry[6]] = np.abs(out.f[:, entry[6]])
+    out.x[:] = rng.integers(-50, 50, out.x.shape)
+    out.e[:] = np.where(rng.random(windows) < 0.7, 0, rng.integers(1, 1200, windows))
+    out.r[:] = rng.random(windows) < 0.9
+    return out
+
+
+def random_keyed(rng: np.random.Generator, out: KernelOut, merged: bool) -> finish.Keyed:
+    w = len(out.r)
+    seg = np.arange(w) // 3 if not merged else rng.integers(0, 4, w)
+    groups = [(int(s % 2) if merged else int(s),) for s in range(int(seg.max()) + 1)]
+    start = np.arange(w) % 3 * 5 if not merged else rng.integers(0, 3, w) * 5
+    return finish.keyed_windows(groups, seg, start, out)
+
+
+def compare(ctx: finish.Context, out: KernelOut, keyed: finish.Keyed) -> int:
+    """Asserts equal columns; returns how many keys the compiled pass decided itself."""
+    numpy_cols = finish.numpy_item_columns(ctx, out, keyed)
+    left: list = []
+    original = finish._take_numpy_rules
+
+    def spy(ctx_, out_, keyed_, keys, cols):
+        left.append(len(keys))
+        return original(ctx_, out_, keyed_, keys, cols)
+
+    finish._take_numpy_rules = spy
+    try:
+        compiled_cols = finish._compiled_item_columns(ctx, out, keyed)
+    finally:
+        finish._take_numpy_rules = original
+    for i, (a, b) in enumerate(zip(compiled_cols, numpy_cols)):
+        if a is None or isinstance(a.values, pa.Array):
+            assert b is None or a.values.equals(b.values)
+            continue
+        for name in ("null", "overflow", "undecided"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), (i, name)
+        valid = ~(a.null | a.overflow | a.undecided)
+        assert np.array_equal(np.asarray(a.values)[valid], np.asarray(b.values)[valid]), i
+    return len(keyed.first) - sum(left)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the numpy rules on NaN and garbage
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), merged=st.booleans())
+def test_compiled_equals_numpy_rules_on_the_thresholds(context, seed: int, merged: bool) -> None:
+    rng = np.random.default_rng(seed)
+    out = random_out(rng, context, 60)
+    compare(context, out, random_keyed(rng, out, merged))
+
+
+def test_common_values_are_decided_by_the_compiled_pass(context) -> None:
+    # Consistent, moderate values: every key is decided without the numpy rules.
+    rng = np.random.default_rng(0)
+    out = random_out(rng, context, 300)
+    limbs = []  # (i, f, bound f, smallest, largest value)
+    for entry in context.chan.slot_map:
+        if entry[0] == "int":
+            limbs.append((entry[1], entry[2], entry[2], 0, 10**6))
+        elif entry[0] == "isum":
+            limbs.append((entry[1], entry[2], entry[3], -1000, 10**6))
+        elif entry[0] == "fsplit":  # hi * 2**32 + lo: averages below 2**53 need a small hi
+            limbs += [(entry[1], entry[2], entry[3], -2, 3), (*entry[4:7], -1000, 10**6)]
+    for ii, fi, bi, smallest, largest in limbs:
+        v = rng.integers(smallest, largest, 300)
+        out.i[:, ii] = v.astype(np.int64).view(np.uint64)
+        out.f[:, fi] = v
+        out.f[:, bi] = np.abs(v) + 1.0
+    out.e[:] = 0
+    out.r[:] = True
+    keyed = random_keyed(rng, out, merged=True)
+    assert compare(context, out, keyed) == len(keyed.first)
