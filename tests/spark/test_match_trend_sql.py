@@ -324,6 +324,27 @@ def test_chunked_evaluation_equals_whole_table(chunk_rows):
     assert got == expected(SIMPLE_QUERY, table)
 
 
+def test_partition_function_freezes_the_live_heap():
+    """PySpark's daemon runs a full gc.collect() after every task of a reused worker: the
+    objects alive when a task starts (modules, kernels) are frozen out of its sight."""
+    import gc
+
+    query = "RETURN sector, COUNT(*) PATTERN Stock A+ WHERE [sector] GROUP-BY sector WITHIN 2 minutes"
+    table = stock_table(200, seed=1).sort_by([("sector", "ascending"), ("time", "ascending")])
+    result = udtf_module.CograAnalyzeResult(
+        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)),
+        query=query, key_columns=("sector",),
+    )
+    gc.unfreeze()
+    try:
+        assert gc.get_freeze_count() == 0
+        run = udtf_module.make_map_function(pickle.dumps(result), json.dumps({"on_overflow": "null"}))
+        assert list(run(iter(table.to_batches(max_chunksize=53))))
+        assert gc.get_freeze_count() > 10_000  # this process's modules, at least
+    finally:
+        gc.unfreeze()
+
+
 @pytest.mark.parametrize("query, streams", [
     # COUNT / integer SUM / MIN / MAX of a numeric attribute, tumbling: the partition streams.
     ("RETURN sector, COUNT(*), SUM(A.volume), MAX(A.price) PATTERN Stock A+ WHERE [sector] "

@@ -443,7 +443,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     for name in ("_clear_row", "_copy_output", "_copy_rows", "_emit_row", "_identity", "_normalize"):
         w(f"{name} = INLINED[{name!r}]")
     w()
-    w("@njit(cache=True)")
+    w("@njit(cache=True, inline=\"always\")")
     w("def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,")
     w("              final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,")
     w("              mi, mf, mx, mr, me, m, bi, bf, bx, bvar):")
@@ -470,7 +470,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             w("me[row] = exponent + shift")
         w("return True")
     w()
-    w("@njit(cache=True)")
+    w("@njit(cache=True, inline=\"always\")")
     w("def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, affine, nv, x_is_min):")
     with w.block():
         w("eo = ge[g] if affine else 0")
@@ -541,7 +541,10 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name in ("_compose", "run_sliding"):
             first = min([d.lineno for d in node.decorator_list] + [node.lineno])
-            w.lines.extend(lines[first - 1:node.end_lineno])
+            copied = lines[first - 1:node.end_lineno]
+            if node.name == "_compose":
+                copied = [line.replace("@njit(cache=True)", "@njit(cache=True, inline=\"always\")") for line in copied]
+            w.lines.extend(copied)
             w()
 
 
