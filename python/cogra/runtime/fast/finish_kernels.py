@@ -174,6 +174,14 @@ def _double(status, value, mantissa, exponent, k):
     return mantissa[k], exponent[k]
 
 
+@njit(cache=True, inline="always")
+def _null_or_hard(t_st, n_st, n_val, k):
+    """(NULL: no trends, hard: an operand undecided) -- as the numpy rules: a zero count
+    makes the row NULL whatever its sum."""
+    null = n_st[k] == EXACT and n_val[k] == 0
+    return null, not null and (t_st[k] == HARD or n_st[k] == HARD)
+
+
 @njit(cache=True)
 def average(t_st, t_val, t_man, t_exp, n_st, n_val, n_man, n_exp, scale_bits, values, null, hard):
     """AVG from its sum and count slots: NULL without trends; the correctly rounded quotient
@@ -181,12 +189,8 @@ def average(t_st, t_val, t_man, t_exp, n_st, n_val, n_man, n_exp, scale_bits, va
     the approximations where one is big; hard otherwise."""
     for k in range(values.shape[0]):
         values[k] = 0.0
-        null[k] = n_st[k] == EXACT and n_val[k] == 0
-        hard[k] = False
-        if null[k]:
-            continue
-        if t_st[k] == HARD or n_st[k] == HARD:
-            hard[k] = True
+        null[k], hard[k] = _null_or_hard(t_st, n_st, n_val, k)
+        if null[k] or hard[k]:
             continue
         if t_st[k] == EXACT and n_st[k] == EXACT:
             tv, nv = t_val[k], n_val[k]
@@ -214,13 +218,9 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
     where the double is infinite, hard where the sum is undecided."""
     for k in range(values.shape[0]):
         values[k] = 0.0
-        null[k] = n_st[k] == EXACT and n_val[k] == 0
         overflow[k] = False
-        hard[k] = False
-        if null[k]:
-            continue
-        if t_st[k] == HARD or n_st[k] == HARD:
-            hard[k] = True
+        null[k], hard[k] = _null_or_hard(t_st, n_st, n_val, k)
+        if null[k] or hard[k]:
             continue
         s_m, s_k = _double(t_st, t_val, t_man, t_exp, k)
         v = math.ldexp(s_m, s_k - scale_bits)
