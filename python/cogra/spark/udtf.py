@@ -392,10 +392,13 @@ def freeze_live_objects() -> None:
     worker.  A worker that has imported cogra, numba and pyarrow holds ~175k tracked
     objects, and traversing them was half of the worker's CPU time on q2 (2M rows, 8
     partitions; perf: ``gc_collect_main`` and its visitors ~50%) -- an identity
-    ``mapInArrow`` worker holds far fewer.  Called when a task starts, right after the
-    daemon's collection, so what it freezes is live (modules, compiled kernels, caches),
-    not garbage; objects the task creates are collected as before.
+    ``mapInArrow`` worker holds far fewer.  Called when a task starts: a collection first
+    (cheap after the first task: it traverses only what was created since the last
+    freeze), so that what is frozen is live -- modules, compiled kernels, caches -- and
+    never garbage, also where no daemon collected just before (workers that are not
+    forked, tests); objects the task creates are collected as before.
     """
+    gc.collect()
     gc.freeze()
 
 
