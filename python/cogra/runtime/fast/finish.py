@@ -22,7 +22,8 @@ whole arrays:
    MIN/MAX from their keys -- the values the row path gives.
 
 Steps 2-4 run compiled for the common cases (:mod:`finish_kernels`: exact values below
-2**62, provably huge ones; one pass over the keys, ~30 ns per row instead of ~0.3 µs);
+2**62, provably huge ones; one pass over the keys, 30-80 ns per row -- the kernel's rows
+are read in output order, not in the order they were written -- instead of ~0.3 µs);
 the keys it leaves take the numpy rules (:func:`numpy_item_columns`) on their windows
 only.
 
@@ -472,6 +473,8 @@ def _compilable(ctx: "Context") -> bool:
 
 
 def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
+    """:func:`item_columns` through :mod:`finish_kernels`; the keys it marks hard are
+    overwritten with the numpy rules' values (:func:`_take_numpy_rules`)."""
     layout, chan = ctx.layout, ctx.chan
     n = len(keyed.first)
     none = np.zeros(n, bool)
