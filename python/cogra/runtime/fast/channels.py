@@ -94,6 +94,17 @@ SPLIT_SUFFIX = "#lo"
 SPLIT_SHIFT = 32
 
 
+def slot_limbs(entry: tuple) -> list[tuple[int, int, int]]:
+    """An integer slot's limbs as ``(modular i, approximation f, |x|-bound f)``: one for
+    ``int`` (whose approximation is its bound) and ``isum``, two for ``fsplit`` (high limb
+    first; the value is ``hi * 2**32 + lo``)."""
+    kind, ii, fi, extra = entry[:4]
+    limbs = [(ii, fi, fi if kind == "int" else extra)]
+    if kind == "fsplit":
+        limbs.append(tuple(entry[4:7]))
+    return limbs
+
+
 def channel_layout(layout: Layout, table_schema: pa.Schema,
                    split: frozenset[str] = frozenset(),
                    inexact: frozenset[str] = frozenset()) -> ChannelLayout:
@@ -223,10 +234,7 @@ def decode(
         kind, ii, fi, extra = entry[:4]
         slot = layout.slots[idx]
         if kind in ("int", "isum", "fsplit"):
-            limbs = [(ii, fi, fi if kind == "int" else extra)]
-            if kind == "fsplit":
-                limbs.append(entry[4:7])
-            value = _exact_or_approx(kind, i_vals, f_vals, limbs, exponent)
+            value = _exact_or_approx(kind, i_vals, f_vals, slot_limbs(entry), exponent)
             if value is UNDECIDED:
                 return UNDECIDED
             state[idx] = value
@@ -287,11 +295,8 @@ def decode_many(chan: ChannelLayout, layout: Layout, out_i: np.ndarray, out_f: n
     for idx, entry in enumerate(chan.slot_map):
         kind = entry[0]
         if kind in ("int", "isum", "fsplit"):
-            limbs = [(entry[1], entry[3] if kind != "int" else entry[2])]
-            if kind == "fsplit":
-                limbs.append((entry[4], entry[6]))
             fits = FITS_UNSIGNED if kind == "int" else FITS_SIGNED
-            for _, b in limbs:
+            for _, _, b in slot_limbs(entry):
                 simple &= out_f[:, b] < fits
             if kind == "int":
                 columns.append(out_i[:, entry[1]].tolist())

@@ -347,9 +347,9 @@ class FastExecutor:
         """A generated kernel and its rescale bound, when it pays off and is safe."""
         if self.kept or len(lo) == 0:
             return None
-        from cogra.runtime.fast.codegen import is_compiled, kernel_for
+        from cogra.runtime.fast.codegen import kernel_for, use_generated
 
-        if n_events < SPECIALIZE_MIN_EVENTS and not is_compiled(self.shape(), "kernel"):
+        if not use_generated(self.shape(), "kernel", n_events, SPECIALIZE_MIN_EVENTS):
             return None
 
         # Trend counts are watched against a bound such that no slot can reach inf

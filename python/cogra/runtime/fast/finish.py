@@ -57,6 +57,7 @@ from cogra.runtime.fast.channels import (
     SURELY_TOO_BIG,
     TINY,
     KernelOut,
+    slot_limbs,
 )
 from cogra.runtime.output import build_table, order, table_schema
 
@@ -284,12 +285,8 @@ def number(entry: tuple, out: KernelOut) -> Number:
     passed 2**64 by less than :data:`RESOLVABLE` (there that function gives up)."""
     kind = entry[0]
     f, e = out.f, out.e
-    if kind == "int":
-        limbs, weights = [(entry[1], entry[2], entry[2])], [1.0]
-    elif kind == "isum":
-        limbs, weights = [(entry[1], entry[2], entry[3])], [1.0]
-    else:  # fsplit: hi * 2**32 + lo
-        limbs, weights = [(entry[1], entry[2], entry[3]), tuple(entry[4:7])], [2.0**SPLIT_SHIFT, 1.0]
+    limbs = slot_limbs(entry)
+    weights = [2.0**SPLIT_SHIFT, 1.0] if kind == "fsplit" else [1.0]  # fsplit: hi * 2**32 + lo
     bounds = [f[:, b] for _, _, b in limbs]
     # Rescaled so far that the bounds fell below the doubles' resolution: only a plain
     # zero is certain.
@@ -522,7 +519,7 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
                 cols.append(Column(values, null, overflow, hard))
     hard_keys = np.zeros(n, bool)
     for c in cols:
-        if c is not None and c.undecided is not none:
+        if c is not None:
             hard_keys |= c.undecided
     if hard_keys.any():
         _take_numpy_rules(ctx, out, keyed, np.flatnonzero(hard_keys), cols)
@@ -530,12 +527,11 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
 
 
 def _slot_row(entry: tuple) -> tuple[int, ...]:
-    """A slot as :func:`finish_kernels.decode_slots` reads it."""
-    kind, ii, fi, extra = entry[:4]
-    if kind == "fsplit":
-        return (fk.KIND_SPLIT, ii, fi, extra, *entry[4:7])
-    code, bi = (fk.KIND_COUNT, fi) if kind == "int" else (fk.KIND_ISUM, extra)
-    return (code, ii, fi, bi, ii, fi, bi)
+    """A slot as :func:`finish_kernels.decode_slots` reads it: its kind, then its high and
+    low limbs (a one-limb slot repeats its only one, unread)."""
+    limbs = slot_limbs(entry)
+    code = {"int": fk.KIND_COUNT, "isum": fk.KIND_ISUM, "fsplit": fk.KIND_SPLIT}[entry[0]]
+    return (code, *limbs[0], *limbs[-1])
 
 
 def _take_numpy_rules(ctx: "Context", out: KernelOut, keyed: Keyed, keys: np.ndarray,

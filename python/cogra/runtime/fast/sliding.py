@@ -86,12 +86,12 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     kernel = sliding_kernels.run_sliding
     from cogra.runtime.fast import codegen
 
-    shape_ = fast.shape()
-    generated = len(subs.rows) >= SPECIALIZE_MIN_EVENTS or codegen.is_compiled(shape_, "run_sliding")
+    kernel_shape = fast.shape()
+    generated = codegen.use_generated(kernel_shape, "run_sliding", len(subs.rows), SPECIALIZE_MIN_EVENTS)
     if generated:
         # Large inputs (or any, once compiled): the same kernel with its pane update and
         # map application generated for the query's shape (codegen; cached on disk).
-        kernel = codegen.sliding_for(shape_)
+        kernel = codegen.sliding_for(kernel_shape)
     slide, panes = shape
     seg, k = _in_walk_order(seg, start, slide)
     if seg is None:
@@ -111,7 +111,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     )
     if not generated and len(subs.rows) >= BACKGROUND_MIN_EVENTS:
         # A chunk of a large input, probably: have the generated kernel ready next time.
-        codegen.compile_in_background(shape_, "run_sliding", args)
+        codegen.compile_in_background(kernel_shape, "run_sliding", args)
     kernel(*args)
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
