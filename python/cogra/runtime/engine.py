@@ -483,6 +483,12 @@ class Engine:
             from cogra.runtime.fast import sliding
 
             out = sliding.run_raw(fast, self, subs, wins.seg, wins.start, wins.lo, wins.hi)
+        if out is None and fast.kept:
+            # -- sub-streams that hold the same events for the kept variable share its rows
+            # (cogra.runtime.fast.shared_rows); None where that does not apply.
+            from cogra.runtime.fast import shared_rows
+
+            out = shared_rows.run_raw(fast, self, subs, wins)
         if out is None:
             out = fast.run_raw(subs, wins.lo, wins.hi)
         return fast, out

@@ -55,6 +55,10 @@ class Shape:
     n_f: int
     x_is_min: tuple[bool, ...]
     pair_checks: tuple[tuple[int, int], ...]  # (u, v) pairs gated by pair_ok bits
+    loads: tuple | None = None
+    """``(v, live_i, live_f, live_x)``: the module's ``kernel_loading`` never computes
+    variable ``v``; it loads v's totals per batch from a cache of its live channels
+    (:mod:`cogra.runtime.fast.shared_rows`)."""
 
     @property
     def key(self) -> str:
@@ -182,6 +186,12 @@ def kernel_for(shape: Shape) -> Callable:
     return _module_for(shape).kernel
 
 
+def kernel_loading_for(shape: Shape) -> Callable:
+    """The shape's kernel that loads variable ``shape.loads[0]``'s totals (see :class:`Shape`):
+    ``kernel_loading(<kernel's arguments>, take_at, ci, cf, cx, ce, cr)``."""
+    return _module_for(shape).kernel_loading
+
+
 def kernel_from_for(shape: Shape) -> Callable:
     """The shape's kernel that continues windows from carried states (streaming):
     ``kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,
@@ -299,15 +309,54 @@ def generate(shape: Shape) -> str:
 
     finals = list(s.final)
 
+    loaded = s.loads[0] if s.loads else -1
+
+    def rescale(by: str) -> None:
+        w(f"scale = math.ldexp(1.0, {by})")
+        for v in range(nv):
+            scale_floats(f"s{v}")
+        scale_floats("fin")
+
+    def load_totals() -> None:
+        """The loaded variable's total before this batch, from cache row ``take_at[i]``."""
+        v, live_i, live_f, live_x = s.loads
+        w("c = take_at[i]")
+        w("if c < 0:")
+        with w.block():
+            reset(f"s{v}")
+        w("else:")
+        with w.block():
+            w("if ce[c] > exponent:  # the cache's floats are coarser: rescale ours to them")
+            with w.block():
+                rescale("exponent - ce[c]")
+                w("exponent = ce[c]")
+                w("unit = math.ldexp(1.0, -exponent)")
+            w("scale = math.ldexp(1.0, ce[c] - exponent)")
+            for j, k in enumerate(live_i):
+                w(f"s{v}_i{k} = ci[c, {j}]")
+            for j, k in enumerate(live_f):
+                w(f"s{v}_f{k} = cf[c, {j}] * scale")
+            for j, k in enumerate(live_x):
+                w(f"s{v}_x{k} = cx[c, {j}]")
+            w(f"s{v}_r = cr[c]")
+            w(f"while s{v}_f0 > rescale_above:  # the bound below holds for loaded counts too")
+            with w.block():
+                rescale("-600")
+                w("exponent += 600")
+                w("unit = math.ldexp(1.0, -exponent)")
+
     def window_loop(all_floats_watch: bool, lo: str = "win_lo[w]", hi: str = "win_hi[w]",
-                    starts: str = "True") -> None:
+                    starts: str = "True", load: bool = False) -> None:
         """The batches of events ``lo`` .. ``hi`` applied to the states s*, fin; trends
-        start only where ``starts`` holds (the pane maps' basis states start none)."""
+        start only where ``starts`` holds (the pane maps' basis states start none);
+        ``load``: the loaded variable's totals come from the cache (:func:`load_totals`)."""
         w(f"i = {lo}")
         w(f"hi = {hi}")
         w("while i < hi:")
         with w.block():
             w("t = times[i]")
+            if load:
+                load_totals()
             for v in range(nv):
                 reset(f"d{v}")
             if s.mode == 1:
@@ -320,6 +369,8 @@ def generate(shape: Shape) -> str:
                 if s.pair_checks:
                     w("okb = pair_ok[j]")
                 for v in range(nv):
+                    if load and v == loaded:
+                        continue
                     w(f"if bits & B{v}:")
                     with w.block():
                         reset("c")
@@ -377,6 +428,8 @@ def generate(shape: Shape) -> str:
                     with w.block():
                         reset(f"s{u}")
             for v in range(nv):
+                if load and v == loaded:
+                    continue
                 w(f"if d{v}_r:")
                 with w.block():
                     add(f"s{v}", f"d{v}")
@@ -390,40 +443,43 @@ def generate(shape: Shape) -> str:
                 watch = [f"s{v}_f0" for v in range(nv)] + (["fin_f0"] if s.mode != 0 else [])
             w(f"if max({', '.join(watch + ['0.0'])}) > rescale_above:")
             with w.block():
-                w("scale = math.ldexp(1.0, -600)")
-                for v in range(nv):
-                    scale_floats(f"s{v}")
-                scale_floats("fin")
+                rescale("-600")
                 w("exponent += 600")
                 w("unit = math.ldexp(1.0, -exponent)")
             w("i = j")
 
-    w("@njit(cache=True, fastmath=False)")
-    w("def kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
-    w("           rescale_above, out_i, out_f, out_x, out_e, out_r):")
-    with w.block():
-        w("for w in range(win_lo.shape[0]):")
+    def windows_kernel(name: str, extra: str, load: bool) -> None:
+        w("@njit(cache=True, fastmath=False)")
+        w(f"def {name}(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
+        w(f"           rescale_above, out_i, out_f, out_x, out_e, out_r{extra}):")
         with w.block():
-            for v in range(nv):
-                reset(f"s{v}")
-            reset("fin")
-            w("exponent = 0")
-            w("unit = 1.0")
-            window_loop(False)
-            if s.mode == 0:
-                for v in finals:
-                    w(f"if s{v}_r:")
-                    with w.block():
-                        add("fin", f"s{v}")
-            for k in range(n_i):
-                w(f"out_i[w, {k}] = fin_i{k}")
-            for k in range(n_f):
-                w(f"out_f[w, {k}] = fin_f{k}")
-            for k in range(n_x):
-                w(f"out_x[w, {k}] = fin_x{k}")
-            w("out_e[w] = exponent")
-            w("out_r[w] = fin_r")
-    w()
+            w("for w in range(win_lo.shape[0]):")
+            with w.block():
+                for v in range(nv):
+                    reset(f"s{v}")
+                reset("fin")
+                w("exponent = 0")
+                w("unit = 1.0")
+                window_loop(False, load=load)
+                if s.mode == 0:
+                    for v in finals:
+                        w(f"if s{v}_r:")
+                        with w.block():
+                            add("fin", f"s{v}")
+                for k in range(n_i):
+                    w(f"out_i[w, {k}] = fin_i{k}")
+                for k in range(n_f):
+                    w(f"out_f[w, {k}] = fin_f{k}")
+                for k in range(n_x):
+                    w(f"out_x[w, {k}] = fin_x{k}")
+                w("out_e[w] = exponent")
+                w("out_r[w] = fin_r")
+        w()
+
+    windows_kernel("kernel", "", False)
+    if s.loads:
+        assert s.mode == 0 and loaded not in finals  # shared_rows.shared_variable
+        windows_kernel("kernel_loading", ", take_at, ci, cf, cx, ce, cr", True)
     w("@njit(cache=True, fastmath=False)")
     w("def kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
     w("                st_i, st_f, st_x, st_r, st_e):")

@@ -294,8 +294,10 @@ class FastExecutor:
         from cogra.runtime.fast.kernels import run_windows
 
         rows = subs.rows
-        times = self.engine.time_np[rows]
         plays = subs.bits
+        if self.kept:
+            return self.run_mixed(rows, plays, lo, hi)
+        times = self.engine.time_np[rows]
         pair_ok = self.pair_ok[rows]
         a_int, a_flt, a_valid, a_key = self.a_int, self.a_flt, self.a_valid, self.a_key
         c = self.chan
@@ -309,21 +311,49 @@ class FastExecutor:
         if specialized is not None:
             kernel, rescale_above = specialized
             kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi, rescale_above, *outs)
-        elif not self.kept:
+        else:
             max_batch = self._max_batch(times, plays)
             run_windows(*common, lo, hi, max_batch, *outs)
-        else:
-            from cogra.runtime.fast.mixed_kernels import run_mixed_windows
-
-            max_window = max(1, int((hi - lo).max())) if len(lo) else 1
-            max_batch = self._max_batch(times, plays)
-            run_mixed_windows(
-                *common, self.kept_bits, self.pair_of, self.pair_flags, self.m_of,
-                self.live_i, self.live_f, self.live_x,
-                self.h_rank, self.h_valid, self.q_a, self.q_b, self.q_eq, self.g_valid,  # by table row
-                lo, hi, max_batch, max_window, *outs,
-            )
         return out
+
+    def run_mixed(self, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                  share: Any = None) -> KernelOut:
+        """The mixed-grained kernel over windows ``[lo, hi)`` of the positions ``rows``
+        (table rows) playing ``plays``; the channels, undecoded.
+
+        ``share`` (:class:`cogra.runtime.fast.shared_rows.Share`): save the shared
+        variable's rows, or take them from the cache -- then no predicate reads an
+        earlier event here, and the kernel builds no trees."""
+        from cogra.runtime.fast.mixed_kernels import SHARE_TAKE, run_mixed_windows
+        from cogra.runtime.fast.shared_rows import Share
+
+        share = share or Share.none(self)
+        times = self.engine.time_np[rows]
+        c = self.chan
+        out = KernelOut.zeros(len(lo), c)
+        lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+        max_window = max(1, int((hi - lo).max())) if len(lo) else 1
+        max_batch = self._max_batch(times, plays)
+        pairs = (self.pair_of, self.pair_flags, self.m_of, self.live_i, self.live_f, self.live_x,
+                 self.h_rank, self.h_valid, self.q_a, self.q_b, self.q_eq, self.g_valid)  # by table row
+        if share.mode == SHARE_TAKE:
+            pairs = self._no_pairs
+        run_mixed_windows(
+            self.mode, times, plays, self.pair_ok[rows], self.nv, self.pred_ptr, self.pred_idx,
+            self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
+            self.a_int, self.a_flt, self.a_valid, self.a_key, rows, self.kept_bits, *pairs,
+            lo, hi, max_batch, max_window, out.i, out.f, out.x, out.e, out.r, *share.arguments(),
+        )
+        return out
+
+    @cached_property
+    def _no_pairs(self) -> tuple:
+        """The pair arguments of :func:`run_mixed_windows` with no indexed pair."""
+        none_i = np.zeros((0, 1), np.int64)
+        none_b = np.zeros((0, 1), np.bool_)
+        live = np.zeros((1, 1), np.int64)
+        return (np.full_like(self.pair_of, -1), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                live, live, live, none_i, none_b, none_i, none_i, none_i, none_b)
 
     @cached_property
     def _largest_summed(self) -> float:
@@ -335,12 +365,11 @@ class FastExecutor:
         for j in summed:
             attr = self.chan.attributes[j]
             # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
-            source = self.a_flt[j] if attr in self.inexact else self.a_int[j].astype(np.float64)
+            source = self.a_flt[j] if attr in self.inexact else self.a_int[j]
+            largest = float(np.max(np.abs(source), where=self.a_valid[j], initial=0))
             if attr in self.split:
-                source = source * 2.0**SPLIT_SHIFT
-            vals = np.abs(source[self.a_valid[j]])
-            if vals.size:
-                biggest = max(biggest, float(vals.max()))
+                largest *= 2.0**SPLIT_SHIFT
+            biggest = max(biggest, largest)
         return biggest
 
     def _specialized(self, n_events, lo, hi):
@@ -351,23 +380,28 @@ class FastExecutor:
 
         if not use_generated(self.shape(), "kernel", n_events, SPECIALIZE_MIN_EVENTS):
             return None
+        bound = self.rescale_bound(lo, hi)
+        return None if bound is None else (kernel_for(self.shape()), bound)
 
-        # Trend counts are watched against a bound such that no slot can reach inf
-        # before the next check: sums are at most count * window * max|x|, and one batch
-        # multiplies counts by at most 1 + window * nv.
+    def rescale_bound(self, lo: np.ndarray, hi: np.ndarray) -> float | None:
+        """The generated kernels' rescale bound for windows ``[lo, hi)``, or None if no
+        sound bound leaves them room.
+
+        Trend counts are watched against a bound such that no slot can reach inf
+        before the next check: sums are at most count * window * max|x|, and one batch
+        multiplies counts by at most 1 + window * nv."""
         window = float(max(1, int((hi - lo).max())))
         biggest = self._largest_summed
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
-        if not bound > 2.0**620:
-            return None
-        return kernel_for(self.shape()), bound
+        return bound if bound > 2.0**620 else None
 
-    def shape(self):
-        """The query's shape, for the generated kernels (:mod:`codegen`)."""
+    def shape(self, loads: tuple | None = None):
+        """The query's shape, for the generated kernels (:mod:`codegen`); ``loads``: see
+        :attr:`codegen.Shape.loads`."""
         from cogra.runtime.fast.codegen import Shape
 
         b = self.engine.bound
-        return Shape(
+        return Shape(loads=loads,
             mode=self.mode, nv=self.nv,
             preds=tuple(tuple(sorted(b.automaton.pred[v])) for v in range(self.nv)),
             start=tuple(sorted(b.automaton.start)), final=tuple(sorted(b.automaton.final)),

@@ -324,6 +324,42 @@ def _rank_buffers(n_pairs, block):
             np.zeros(rows_, np.int64))
 
 
+SHARE_NONE, SHARE_SAVE, SHARE_TAKE = 0, 1, 2
+"""``share_mode`` of :func:`run_mixed_windows`: no sharing; save the shared variable's
+totals; take them from the cache."""
+
+
+@njit(cache=True, inline="always")
+def _save_total(ci, cf, cx, ce, cr, c, si, sf, sx, sr, v, exponent, li, lf, lx):
+    """Cache row ``c`` := the live channels of variable ``v``'s total, under ``exponent``."""
+    for j in range(li[0]):
+        ci[c, j] = si[v, li[j + 1]]
+    for j in range(lf[0]):
+        cf[c, j] = sf[v, lf[j + 1]]
+    for j in range(lx[0]):
+        cx[c, j] = sx[v, lx[j + 1]]
+    ce[c] = exponent
+    cr[c] = sr[v]
+
+
+@njit(cache=True, inline="always")
+def _load_total(si, sf, sx, sr, v, ci, cf, cx, cr, c, scale, li, lf, lx):
+    """Variable ``v``'s total (reset) := cache row ``c``, floats times ``scale``; its largest
+    float."""
+    big = 0.0
+    for j in range(li[0]):
+        si[v, li[j + 1]] = ci[c, j]
+    for j in range(lf[0]):
+        x = cf[c, j] * scale
+        sf[v, lf[j + 1]] = x
+        if abs(x) > big:
+            big = abs(x)
+    for j in range(lx[0]):
+        sx[v, lx[j + 1]] = cx[c, j]
+    sr[v] = cr[c]
+    return big
+
+
 @njit(cache=True)
 def run_mixed_windows(
     mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
@@ -333,7 +369,19 @@ def run_mixed_windows(
     h_rank, h_valid, q_a, q_b, q_eq, g_valid,
     win_lo, win_hi, max_batch, max_window,
     out_i, out_f, out_x, out_e, out_r,
+    share_var, share_mode, take_at, ci, cf, cx, ce, cr, share_li, share_lf, share_lx,
 ):
+    """Every window ``[win_lo[w], win_hi[w])``; results in row ``w`` of ``out_*``.
+
+    Sharing a kept variable between sub-streams (:mod:`cogra.runtime.fast.shared_rows`):
+    with ``share_mode`` :data:`SHARE_SAVE`, after each batch, variable ``share_var``'s
+    total is written to cache row ``e`` for every position ``e`` of the batch (``ci/cf/cx``:
+    the variable's live channels ``share_l*``; ``ce``: the exponent of its floats; ``cr``:
+    reached).  With :data:`SHARE_TAKE` the variable is never computed: before each batch
+    its total is loaded from cache row ``take_at[i]`` (``i`` the batch's first position;
+    -1: no event of it yet in the window), the window's exponent raised to the row's first
+    if it is higher, so that loading only scales down.
+    """
     n_x = x_is_min.shape[0]
     n_pairs = m_of.shape[0]
     m_max = 1
@@ -404,6 +452,21 @@ def run_mixed_windows(
                 j += 1
             nb = 0
             extended = np.uint64(0)
+            loaded = 0.0
+            if share_mode == SHARE_TAKE:
+                c = take_at[i]
+                if c < 0:
+                    _reset_row(si, sf, sx, share_var, x_is_min)
+                    sr[share_var] = False
+                else:
+                    if ce[c] > exponent:  # the cached floats are coarser: rescale ours to them
+                        scale = math.ldexp(1.0, exponent - ce[c])
+                        sf *= scale
+                        ff *= scale
+                        exponent = ce[c]
+                        unit = math.ldexp(1.0, -exponent)
+                    loaded = _load_total(si, sf, sx, sr, share_var, ci, cf, cx, cr, c,
+                                         math.ldexp(1.0, ce[c] - exponent), share_li, share_lf, share_lx)
             for e in range(i, j):
                 bits = plays[e]
                 if bits == 0:
@@ -412,6 +475,8 @@ def run_mixed_windows(
                 for v in range(nv):
                     if _bit(bits, v) == 0:
                         continue
+                    if share_mode == SHARE_TAKE and v == share_var:
+                        continue  # its totals are loaded per batch
                     _reset_row(bi, bf, bx, nb, x_is_min)
                     alive = False
                     if _bit(start_bits, v):
@@ -492,7 +557,7 @@ def run_mixed_windows(
                                 wgone[u, n_keep] = False
                                 n_keep += 1
                         wn[u] = n_keep
-            big = 0.0
+            big = loaded
             for k in range(nb):
                 v = bvar[k]
                 e = bev[k]
@@ -547,6 +612,10 @@ def run_mixed_windows(
                             wf[u, k, q] *= scale
                 exponent += RESCALE_STEP  # Fenwick nodes catch up lazily (te)
                 unit = math.ldexp(1.0, -exponent)
+            if share_mode == SHARE_SAVE:
+                for e in range(i, j):
+                    _save_total(ci, cf, cx, ce, cr, e, si, sf, sx, sr, share_var, exponent,
+                                share_li, share_lf, share_lx)
             i = j
         if mode == 0:
             for v in range(nv):

@@ -1,0 +1,194 @@
+"""A kept variable's totals shared between the sub-streams that hold its events
+(fast/shared_rows.py).
+
+In q3 the sub-streams (a, a), (a, b) of a sector hold the same events for A, whose kept
+states cost the Fenwick-tree work.  With tumbling windows (or none) they are computed once
+per group, on a representative whose events play A only, and every sub-stream loads A's
+totals per batch -- with the generic mixed kernel, or the type-grained kernel generated
+for the query's shape.  Results must equal every sub-stream computing its own (the
+mixed kernel as before) and the exact Python executor, which the property tests tie to
+the two-step reference: across rescaled windows (counts beyond 2**600), values of any
+sign, ties in time between the sub-stream's variables, keyless and keyed variables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cogra
+from cogra.datasets import stock
+from cogra.examples import Q3
+from cogra.runtime.fast import codegen, mixed_kernels, shared_rows
+from tests.compare import assert_same_result
+
+OPS = ["<", "<=", ">", ">=", "=", "<>"]
+
+
+@contextlib.contextmanager
+def watched():
+    """Yields a dict counting the runs: ``shared`` (shared_rows.run_raw returned a result),
+    ``generated`` (its loading run used the generated kernel)."""
+    seen = {"shared": 0, "generated": 0}
+    real_run, real_loading = shared_rows.run_raw, codegen.kernel_loading_for
+
+    def run(*args):
+        out = real_run(*args)
+        seen["shared"] += out is not None
+        return out
+
+    def loading(shape):
+        kernel = real_loading(shape)
+
+        def counted(*args):
+            seen["generated"] += 1
+            return kernel(*args)
+        return counted
+
+    shared_rows.run_raw, codegen.kernel_loading_for = run, loading
+    try:
+        yield seen
+    finally:
+        shared_rows.run_raw, codegen.kernel_loading_for = real_run, real_loading
+
+
+def evaluate(query: str, table: pa.Table, *, compiled: bool = True, share: bool = True) -> pa.Table:
+    old = shared_rows.ENABLED
+    shared_rows.ENABLED = share
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cogra.CograDataWarning)
+            return cogra.evaluate(query, table, compiled=compiled, on_overflow="null")
+    finally:
+        shared_rows.ENABLED = old
+
+
+def shared_equals_unshared_and_exact(query: str, table: pa.Table, exact: bool = True) -> dict:
+    with watched() as seen:
+        got = evaluate(query, table)
+    assert_same_result(got, evaluate(query, table, share=False), context=f"(unshared)\n{query}")
+    if exact:
+        assert_same_result(got, evaluate(query, table, compiled=False), context=f"(exact)\n{query}")
+    return seen
+
+
+def keyed_stream(seed: int, n: int, distinct: int, n_keys: int = 3, n_groups: int = 2) -> pa.Table:
+    """Types A, B and the irrelevant X, ties in time, a variable key ``k`` and a plain key
+    ``g``; ``v`` integers of both signs, ``w`` halves."""
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "type": pa.array(rng.choice(["A", "B", "X"], n, p=[0.5, 0.4, 0.1])),
+        "time": pa.array(np.sort(rng.integers(-n // 4, max(2, n // 2), n))),
+        "k": pa.array(rng.integers(0, n_keys, n)),
+        "g": pa.array(rng.integers(0, n_groups, n)),
+        "v": pa.array(rng.integers(-distinct, distinct + 1, n)),
+        "w": pa.array(rng.integers(0, distinct, n) * 0.5),
+    })
+
+
+def test_q3_tumbling_shares_and_equals_exact() -> None:
+    query = Q3.replace(" SLIDE 10 seconds", "")
+    seen = shared_equals_unshared_and_exact(query, stock(3000, rate=2.0))
+    assert seen["shared"] == 1
+
+
+@pytest.mark.parametrize("query", [
+    Q3.replace(" SLIDE 10 seconds", ""),
+    # keyless kept variable (every sub-stream of a sector holds all of its A events),
+    # MIN/MAX and sums over both variables, a selective predicate on B alone
+    "RETURN g, B.k, COUNT(*), SUM(B.v), MIN(A.w), MAX(B.w), AVG(A.v) PATTERN SEQ(A+, B+) "
+    "WHERE [B.k] AND A.v <= NEXT(A).v AND B.w > 1 GROUP-BY g, B.k WITHIN 20 seconds",
+])
+def test_generated_loading_kernel(query, generated_kernels) -> None:
+    table = stock(3000, rate=2.0) if "Stock" in query else keyed_stream(7, 3000, 40)
+    seen = shared_equals_unshared_and_exact(query, table)
+    assert seen["shared"] == 1 and seen["generated"] == 1
+
+
+def test_rescaled_windows_share_exactly(generated_kernels, monkeypatch) -> None:
+    # ~1000 A events per group in one window: counts pass 2**600, the representative's
+    # floats are rescaled, and the loading run (whose own bound differs) must bring them
+    # to one exponent with its own.
+    n = 4000
+    rng = np.random.default_rng(3)
+    table = pa.table({
+        "type": pa.array(np.where(np.arange(n) % 2 == 0, "A", "B")),
+        "time": pa.array(np.arange(n) // 3),
+        "k": pa.array(rng.integers(0, 2, n)),
+        "v": pa.array(rng.integers(-5, 6, n)),
+    })
+    caches = []
+    real = shared_rows.Share.cache.__func__
+
+    def recorded(cls, *args, **kwargs):
+        caches.append(real(cls, *args, **kwargs))
+        return caches[-1]
+
+    monkeypatch.setattr(shared_rows.Share, "cache", classmethod(recorded))
+    query = ("RETURN A.k, B.k, COUNT(*), AVG(B.v), SUM(A.v) PATTERN SEQ(A+, B+) "
+             "WHERE [A.k] AND [B.k] AND A.v <> NEXT(A).v GROUP-BY A.k, B.k")
+    seen = shared_equals_unshared_and_exact(query, table)
+    assert seen["shared"] == 1 and seen["generated"] == 1
+    assert caches[0].ce.max() >= 600
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    op=st.sampled_from(OPS),
+    pattern=st.sampled_from(["SEQ(A+, B+)", "SEQ(A+, B)", "SEQ(A+, X, B+)"]),
+    keys=st.sampled_from(["[A.k] AND [B.k]", "[B.k]", "[A.k]"]),
+    window=st.sampled_from(["", " WITHIN 7 seconds", " WITHIN 2 seconds"]),
+    n=st.integers(1, 200),
+    distinct=st.sampled_from([2, 30]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_random_queries_share_exactly(op, pattern, keys, window, n, distinct, seed) -> None:
+    # The generic mixed kernel loading the totals (small inputs: no generated kernel).
+    table = keyed_stream(seed, n, distinct)
+    group = ", ".join(k.strip("[]") for k in keys.split(" AND "))
+    query = (f"RETURN g, {group}, COUNT(*), SUM(B.v), MIN(A.w), AVG(A.v), MAX(B.w) PATTERN {pattern} "
+             f"WHERE {keys} AND A.v {op} NEXT(A).v GROUP-BY g, {group}{window}")
+    shared_equals_unshared_and_exact(query, table)
+
+
+@pytest.mark.parametrize("query", [
+    # B reads an earlier event: B is kept too
+    "RETURN A.k, B.k, COUNT(*) PATTERN SEQ(A+, B+) WHERE [A.k] AND [B.k] AND B.v < NEXT(B).v GROUP-BY A.k, B.k",
+    # sliding windows: an event's state differs per window
+    "RETURN A.k, B.k, COUNT(*) PATTERN SEQ(A+, B+) WHERE [A.k] AND [B.k] AND A.v < NEXT(A).v "
+    "GROUP-BY A.k, B.k WITHIN 10 seconds SLIDE 2 seconds",
+    # one sub-stream per A key: nothing to share
+    "RETURN A.k, COUNT(*) PATTERN SEQ(A+, B+) WHERE [A.k] AND A.v < NEXT(A).v GROUP-BY A.k",
+])
+def test_sharing_stays_off_where_it_does_not_apply(query) -> None:
+    seen = shared_equals_unshared_and_exact(query, keyed_stream(5, 120, 10))
+    assert seen["shared"] == 0
+
+
+def test_save_and_load_helpers_round_trip() -> None:
+    # The cache holds a variable's live channels only; loading scales floats by a power
+    # of two and leaves the other channels of the total alone.
+    si = np.zeros((2, 3), np.uint64)
+    sf = np.zeros((2, 4), np.float64)
+    sx = np.zeros((2, 1), np.int64)
+    sr = np.zeros(2, np.bool_)
+    si[1] = [5, 6, 7]
+    sf[1] = [1.5, -2.0, 3.0, 8.0]
+    sx[1] = [42]
+    sr[1] = True
+    li, lf, lx = np.array([2, 0, 2]), np.array([2, 1, 3]), np.array([1, 0])
+    ci, cf, cx = np.zeros((1, 2), np.uint64), np.zeros((1, 2), np.float64), np.zeros((1, 1), np.int64)
+    ce, cr = np.zeros(1, np.int64), np.zeros(1, np.bool_)
+    mixed_kernels._save_total.py_func(ci, cf, cx, ce, cr, 0, si, sf, sx, sr, 1, 600, li, lf, lx)
+    assert ci.tolist() == [[5, 7]] and cf.tolist() == [[-2.0, 8.0]] and cx.tolist() == [[42]]
+    assert ce.tolist() == [600] and cr.tolist() == [True]
+    ti, tf, tx, tr = np.zeros_like(si), np.full_like(sf, 9.0), np.zeros_like(sx), np.zeros_like(sr)
+    big = mixed_kernels._load_total.py_func(ti, tf, tx, tr, 0, ci, cf, cx, cr, 0, 0.25, li, lf, lx)
+    assert ti[0].tolist() == [5, 0, 7] and tf[0].tolist() == [9.0, -0.5, 9.0, 2.0]
+    assert tx[0].tolist() == [42] and tr[0] and big == 2.0
