@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 import cogra
 from cogra.datasets import stock
 from cogra.examples import Q3
-from cogra.runtime.fast import codegen, mixed_kernels, shared_rows
+from cogra.runtime.fast import codegen, mixed_kernels, mixed_ring, shared_rows
 from tests.compare import assert_same_result
+from tests.engine.test_sliding import forced
 
 OPS = ["<", "<=", ">", ">=", "=", "<>"]
 
@@ -35,12 +36,17 @@ OPS = ["<", "<=", ">", ">=", "=", "<>"]
 def watched():
     """Yields a dict counting the runs: ``shared`` (shared_rows.run_raw returned a result),
     ``generated`` (its loading run used the generated kernel)."""
-    seen = {"shared": 0, "generated": 0}
-    real_run, real_loading = shared_rows.run_raw, codegen.kernel_loading_for
+    seen = {"shared": 0, "generated": 0, "ring": 0}
+    real_run, real_ring, real_loading = shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for
 
     def run(*args):
         out = real_run(*args)
         seen["shared"] += out is not None
+        return out
+
+    def ring(*args):
+        out = real_ring(*args)
+        seen["ring"] += out is not None
         return out
 
     def loading(shape):
@@ -51,11 +57,11 @@ def watched():
             return kernel(*args)
         return counted
 
-    shared_rows.run_raw, codegen.kernel_loading_for = run, loading
+    shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for = run, ring, loading
     try:
         yield seen
     finally:
-        shared_rows.run_raw, codegen.kernel_loading_for = real_run, real_loading
+        shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for = real_run, real_ring, real_loading
 
 
 def evaluate(query: str, table: pa.Table, *, compiled: bool = True, share: bool = True) -> pa.Table:
@@ -160,7 +166,7 @@ def test_random_queries_share_exactly(op, pattern, keys, window, n, distinct, se
 @pytest.mark.parametrize("query", [
     # B reads an earlier event: B is kept too
     "RETURN A.k, B.k, COUNT(*) PATTERN SEQ(A+, B+) WHERE [A.k] AND [B.k] AND B.v < NEXT(B).v GROUP-BY A.k, B.k",
-    # sliding windows: an event's state differs per window
+    # sliding windows below the ring kernel's panes: an event's state differs per window
     "RETURN A.k, B.k, COUNT(*) PATTERN SEQ(A+, B+) WHERE [A.k] AND [B.k] AND A.v < NEXT(A).v "
     "GROUP-BY A.k, B.k WITHIN 10 seconds SLIDE 2 seconds",
     # one sub-stream per A key: nothing to share
@@ -168,7 +174,7 @@ def test_random_queries_share_exactly(op, pattern, keys, window, n, distinct, se
 ])
 def test_sharing_stays_off_where_it_does_not_apply(query) -> None:
     seen = shared_equals_unshared_and_exact(query, keyed_stream(5, 120, 10))
-    assert seen["shared"] == 0
+    assert seen["shared"] == 0 and seen["ring"] == 0
 
 
 def test_save_and_load_helpers_round_trip() -> None:
@@ -192,3 +198,69 @@ def test_save_and_load_helpers_round_trip() -> None:
     big = mixed_kernels._load_total.py_func(ti, tf, tx, tr, 0, ci, cf, cx, cr, 0, 0.25, li, lf, lx)
     assert ti[0].tolist() == [5, 0, 7] and tf[0].tolist() == [9.0, -0.5, 9.0, 2.0]
     assert tx[0].tolist() == [42] and tr[0] and big == 2.0
+
+
+# -- the ring kernel (sliding windows) ----------------------------------------------------
+
+
+def test_q3_as_printed_shares_in_the_ring() -> None:
+    seen = shared_equals_unshared_and_exact(Q3, stock(1500, rate=2.0))
+    assert seen["ring"] == 1
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    op=st.sampled_from(OPS),
+    pattern=st.sampled_from(["SEQ(A+, B+)", "SEQ(A+, B)", "SEQ(A+, X, B+)"]),
+    keys=st.sampled_from(["[A.k] AND [B.k]", "[B.k]"]),
+    n=st.integers(1, 200),
+    distinct=st.sampled_from([2, 30]),
+    slide=st.integers(1, 4),
+    panes=st.integers(1, 12),
+    times=st.sampled_from(["dense", "gaps", "negative"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, seed) -> None:
+    # Gaps longer than a window empty the ring between a total's save and its load;
+    # negative times put panes below zero (ring slots by floor modulo).
+    table = keyed_stream(seed, n, distinct)
+    if times == "gaps":
+        steps = np.random.default_rng(seed).choice([0, 1, 60], n, p=[0.3, 0.6, 0.1])
+        table = table.set_column(1, "time", pa.array(np.cumsum(steps)))
+    elif times == "negative":
+        table = table.set_column(1, "time", pa.array(table.column("time").to_numpy() - 1000))
+    group = ", ".join(k.strip("[]") for k in keys.split(" AND "))
+    query = (f"RETURN g, {group}, COUNT(*), SUM(B.v), AVG(A.v), AVG(B.w) PATTERN {pattern} "
+             f"WHERE {keys} AND A.v {op} NEXT(A).v GROUP-BY g, {group} "
+             f"WITHIN {slide * panes} seconds SLIDE {slide} seconds")
+    with forced():
+        shared_equals_unshared_and_exact(query, table)
+
+
+def test_ring_shares_nothing_past_its_budgets(monkeypatch) -> None:
+    # A cache over the budget, or a representative whose counts pass 2**600 (its totals
+    # stop there): the ring runs every sub-stream on its own, and the results stay exact.
+    query = Q3
+    monkeypatch.setattr(shared_rows, "RING_CACHE_MAX_BYTES", 0)
+    seen = shared_equals_unshared_and_exact(query, stock(800, rate=2.0))
+    assert seen["ring"] == 0
+    monkeypatch.undo()
+
+    n = 1400
+    table = pa.table({"type": pa.array(np.where(np.arange(n) % 2 == 0, "A", "B")),
+                      "time": pa.array(np.arange(n), pa.int64()),
+                      "k": pa.array(np.where(np.arange(n) % 4 == 3, 1, 0)),  # A's all 0: 700 per window
+                      "v": pa.array(np.arange(n))})
+    query = ("RETURN A.k, B.k, COUNT(*), AVG(B.v) PATTERN SEQ(A+, B+) WHERE [A.k] AND [B.k] "
+             "AND A.v < NEXT(A).v GROUP-BY A.k, B.k WITHIN 1400 seconds SLIDE 100 seconds")
+    saves = []
+    real = mixed_ring.run_mixed_ring
+
+    def recorded(*args):
+        saves.append(args[-5])  # share_mode
+        return real(*args)
+
+    monkeypatch.setattr(mixed_ring, "run_mixed_ring", recorded)
+    with forced():
+        seen = shared_equals_unshared_and_exact(query, table, exact=False)
+    assert seen["ring"] == 0 and mixed_kernels.SHARE_SAVE in saves

@@ -35,7 +35,15 @@ from numba import njit
 
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
-from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_buffers, _window_ranks
+from cogra.runtime.fast.mixed_kernels import (
+    SHARE_SAVE,
+    SHARE_TAKE,
+    USE_EQUAL,
+    USE_PREFIX,
+    USE_SUFFIX,
+    _rank_buffers,
+    _window_ranks,
+)
 
 
 def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
@@ -234,6 +242,45 @@ def _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lane
 
 
 @njit(cache=True)
+def _save_lanes(ci, cf, cpane, c, si, sf, v, var_live_i, var_live_f, cur):
+    """Cache row ``c`` := variable ``v``'s lane totals (live channels), current at pane ``cur``."""
+    for q in range(var_live_i[v, 0]):
+        ci[c, q] = si[v, var_live_i[v, q + 1]]
+    for q in range(var_live_f[v, 0]):
+        cf[c, q] = sf[v, var_live_f[v, q + 1]]
+    cpane[c] = cur
+
+
+@njit(cache=True)
+def _load_lanes(si, sf, v, var_live_i, var_live_f, ci, cf, cpane, c, cur, lanes):
+    """Variable ``v``'s lane totals := cache row ``c`` (zero if ``c < 0``), brought from its
+    pane to ``cur``: the lanes of panes that expired in between are emptied."""
+    if c < 0:
+        for q in range(var_live_i[v, 0]):
+            si[v, var_live_i[v, q + 1]] = 0
+        for q in range(var_live_f[v, 0]):
+            sf[v, var_live_f[v, q + 1]] = 0.0
+        return
+    # (Lane by lane, not ``ci[..] if c >= 0 else 0``: numba unifies uint64 with an int
+    # literal as float64, which rounds counts above 2**53.)
+    for q in range(var_live_i[v, 0]):
+        k = var_live_i[v, q + 1]
+        for ln in range(lanes):
+            si[v, k, ln] = ci[c, q, ln]
+    for q in range(var_live_f[v, 0]):
+        k = var_live_f[v, q + 1]
+        for ln in range(lanes):
+            sf[v, k, ln] = cf[c, q, ln]
+    first = cpane[c] - lanes + 1  # the oldest pane the row holds
+    for p in range(max(first, cur - 2 * lanes + 1), cur - lanes + 1):
+        ln = p % lanes
+        for q in range(var_live_i[v, 0]):
+            si[v, var_live_i[v, q + 1], ln] = 0
+        for q in range(var_live_f[v, 0]):
+            sf[v, var_live_f[v, q + 1], ln] = 0.0
+
+
+@njit(cache=True)
 def run_mixed_ring(
     times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, n_i, n_f,
@@ -242,6 +289,7 @@ def run_mixed_ring(
     h_rank, h_valid, q_a, q_b, q_eq, g_valid,
     win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
     out_i, out_f, out_e, out_r, redo,
+    share_var, share_mode, take_at, ci, cf, cpane,
 ):
     """Every window ``[k*slide, (k + lanes)*slide)`` (see the module docstring).  Windows
     come grouped by segment, ``k`` ascending within one; ``max_span`` bounds the positions
@@ -251,7 +299,15 @@ def run_mixed_ring(
     (``var_live_*``, :meth:`FastExecutor._live_channels`), so rows and totals are read and
     written there only (for q3's A: 2 channels of 10).  ``pred_idx`` lists each variable's
     predecessors with the most live channels first: a row is a copy of its first source
-    when that source has all of the row's channels."""
+    when that source has all of the row's channels.
+
+    Sharing a kept variable between sub-streams (:mod:`cogra.runtime.fast.shared_rows`):
+    with ``share_mode`` :data:`~mixed_kernels.SHARE_SAVE`, after each batch, variable
+    ``share_var``'s lane totals (its live channels) go to cache row ``e`` (``ci``, ``cf``)
+    for every position ``e`` of the batch, with the ring pane they are current at
+    (``cpane``).  With :data:`~mixed_kernels.SHARE_TAKE` the variable is never computed:
+    before each batch its totals are loaded from cache row ``take_at[i]`` (-1: none yet),
+    and the lanes of the panes that expired since that row's pane are emptied."""
     n_pairs = pair_flags.shape[0]
     n_pos = plays.shape[0]
     nl_i = 1
@@ -339,6 +395,8 @@ def run_mixed_ring(
             j = i + 1
             while j < hi and times[j] == times[i]:
                 j += 1
+            if share_mode == SHARE_TAKE:
+                _load_lanes(si, sf, share_var, var_live_i, var_live_f, ci, cf, cpane, take_at[i], cur, lanes)
             if j > bhi:
                 # The events leave the rank block: a new one from the oldest live pane.
                 shift = live_lo - blo
@@ -374,7 +432,7 @@ def run_mixed_ring(
                 okb = pair_ok[e]
                 d = e - blo
                 for v in range(nv):
-                    if _bit(bits, v) == 0:
+                    if _bit(bits, v) == 0 or (share_mode == SHARE_TAKE and v == share_var):
                         continue
                     # The row is written by its first source (a copy, not a clear and an add).
                     vni = var_live_i[v, 0]
@@ -482,6 +540,9 @@ def run_mixed_ring(
             if over:
                 failed = True
                 break
+            if share_mode == SHARE_SAVE:
+                for e in range(i, j):
+                    _save_lanes(ci, cf, cpane, e, si, sf, share_var, var_live_i, var_live_f, cur)
             i = j
         if failed:
             for q in range(emit, w2):

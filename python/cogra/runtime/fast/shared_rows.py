@@ -1,30 +1,39 @@
-"""A kept variable's rows, computed once for every sub-stream that holds its events.
+"""A kept variable's totals, computed once for every sub-stream that holds its events.
 
 In q3 (``PATTERN SEQ(Stock A+, Stock B+)``, ``WHERE [A.company] AND [B.company] AND
 A.price > NEXT(A).price``) a sector with companies a and b has the sub-streams (a, a),
 (a, b), (b, a) and (b, b).  A's rows -- its events' kept states, the Fenwick-tree work
-that is most of the mixed-grained kernel -- depend only on A's own events, and those are
-company a's in every sub-stream (a, *): the kernel computed the same rows once per
+that is most of the mixed-grained kernels -- depend only on A's own events, and those
+are company a's in every sub-stream (a, *): the kernels computed the same rows once per
 sub-stream.  Here they are computed once per *group* (the sub-streams that hold the same
 events for A: one plain key and one value of A's variable key), in a run over one
-representative sub-stream per group whose events play A only, and saved; every
-sub-stream then reads them and runs without any Fenwick tree (no other predicate reads an
-earlier event).  The stock data's sectors hold two companies: A's work halves.
+*representative* sub-stream per group whose events play A only, which saves A's totals
+after each batch.  Every sub-stream then runs without its events that play A alone and
+without any Fenwick tree, loading A's total before each batch -- all other variables only
+ever read A's totals.  The stock data's sectors hold two companies: A's work halves.
 
 It applies (:func:`shared_variable`) under ``any`` when the only predicate that reads an
 earlier event relates two events of one variable ``V`` (``V.x op NEXT(V).y``), ``V``
-follows only itself (it comes first in the pattern, or alone), and every sub-stream's
-windows are disjoint (tumbling windows, or no WITHIN): an event then lies in one window,
-the same time range in every sub-stream of its group (windows are aligned to time, not to
-a sub-stream -- checked per event below), so its row depends on nothing else.
+follows only itself (it comes first in the pattern) and is not final (its totals are
+needed between events only).  Two kernels share:
 
-Exactness.  Integer channels (exact mod 2**64) are the same sums in any order.  Floats
-carry a per-window power-of-two exponent: the representative run's exponent at a batch
-is at most the sub-stream's (its rows and totals are among the sub-stream's, and both
-rescale when the largest passes the same bound), so a read row is multiplied by
-``2**-k`` -- exact above the subnormal range, as the trees' own lazy catch-up.  The
-trees' summation order differs (other ranks), which moves the float channels by rounding
-only: they are the approximate channel, and the decode checks them with margins.
+* the per-window kernel (:func:`run_raw`) where a sub-stream's windows are disjoint
+  (tumbling, or no WITHIN): an event lies in one window, the same time range in every
+  sub-stream of its group, so V's total before an event is the representative's last
+  total in that window (its time at least the window's start);
+* the ring kernel of sliding windows (:func:`run_ring`): totals are lane vectors over the
+  last ``W`` panes, saved with the pane they are current at; loading empties the lanes
+  of panes that expired since.  The cache holds ``W`` lanes per event: it is used only
+  within :data:`RING_CACHE_MAX_BYTES`.
+
+Exactness.  Integer channels (exact mod 2**64) are the same sums in any order.  The
+per-window kernel's floats carry a per-window power-of-two exponent: a loaded total is
+scaled to the loading run's exponent, which is first raised to the cache row's if that
+is higher (so loading only scales down: exact above the subnormal range, as the trees'
+own lazy catch-up).  The ring kernel does not rescale (past 2**600 a segment goes to the
+per-window kernel; if a representative does, nothing is shared).  The trees' summation
+order differs (other ranks), which moves the float channels by rounding only: they are
+the approximate channel, and the decode checks them with margins.
 """
 
 from __future__ import annotations
@@ -101,44 +110,128 @@ def shared_variable(fast: Any, engine: Any) -> int | None:
     return v
 
 
-def run_raw(fast: Any, engine: Any, subs: Any, wins: Any) -> KernelOut | None:
-    """Every window's channels (as :meth:`FastExecutor.run_raw`), or None where sharing
-    does not apply or would share nothing."""
+RING_CACHE_MAX_BYTES = 1 << 28
+"""The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
+the representatives) must fit in this; beyond it nothing is shared."""
+
+
+@dataclass
+class Groups:
+    """The two runs' positions: the representatives' events that play ``v`` (``rep_pos``,
+    ascending, group by group: group ``g``'s are ``rep_pos[rep_ptr[g]:rep_ptr[g + 1]]``)
+    and the events that play another variable (``pos``); ``before_rep`` / ``before``
+    count them before each position (window ranges map through them)."""
+
+    v: int
+    bit: np.uint64
+    group: np.ndarray  # per segment
+    representative: np.ndarray  # per segment
+    rep_pos: np.ndarray
+    before_rep: np.ndarray
+    rep_ptr: np.ndarray
+    pos: np.ndarray
+    before: np.ndarray
+
+    def rep_times(self, engine: Any, subs: Any) -> np.ndarray:
+        return engine.time_np[subs.rows[self.rep_pos]]
+
+
+def groups(fast: Any, engine: Any, subs: Any) -> Groups | None:
+    """The shared variable's groups and the runs' positions, or None where nothing is
+    shared (see the module)."""
     v = shared_variable(fast, engine)
-    if v is None or subs.keys is None or wins.start is None or not len(wins.seg):
+    if v is None or subs.keys is None:
         return None
-    seg, lo, hi = (np.asarray(a, np.int64) for a in (wins.seg, wins.lo, wins.hi))
-    if np.any(np.diff(seg) < 0) or np.any((seg[1:] == seg[:-1]) & (lo[1:] < hi[:-1])):
-        return None  # windows overlap (sliding): an event's row differs per window
     group = _groups(engine, subs, v)
     first_seg = np.unique(group, return_index=True)[1]  # ascending, as group numbers are
     if len(first_seg) == len(group):
         return None  # no two sub-streams hold the same events for v
     representative = np.zeros(len(group), np.bool_)
     representative[first_seg] = True
-
     bit = np.uint64(1) << np.uint64(v)
-    rep_pos, rep_lo, rep_hi, pos, lo_r, hi_r = _split(lo, hi, seg, representative, subs.bits, bit)
+    rep_pos, before_rep, pos, before = _split(subs.seg_ptr, representative, subs.bits, bit)
+    rep_ptr = before_rep[np.append(subs.seg_ptr[first_seg], len(subs.rows))]
+    return Groups(v, bit, group, representative, rep_pos, before_rep, rep_ptr, pos, before)
+
+
+def run_raw(fast: Any, engine: Any, subs: Any, wins: Any) -> KernelOut | None:
+    """Every window's channels with the per-window kernels (as :meth:`FastExecutor.run_raw`),
+    or None where sharing does not apply: windows must be disjoint."""
+    if wins.start is None or not len(wins.seg):
+        return None
+    seg, lo, hi = (np.asarray(a, np.int64) for a in (wins.seg, wins.lo, wins.hi))
+    if np.any(np.diff(seg) < 0) or np.any((seg[1:] == seg[:-1]) & (lo[1:] < hi[:-1])):
+        return None  # windows overlap (sliding): an event's row differs per window
+    g = groups(fast, engine, subs)
+    if g is None:
+        return None
 
     # The representatives, their events playing v only: v's totals after each batch.
-    share = Share.cache(fast, v, len(rep_pos))
-    fast.run_mixed(subs.rows[rep_pos], np.full(len(rep_pos), bit, np.uint64), rep_lo, rep_hi, share)
-    rep_ptr = np.zeros(len(first_seg) + 1, np.int64)
-    rep_ptr[1:] = np.cumsum(np.bincount(group[seg[representative[seg]]], weights=rep_hi - rep_lo,
-                                        minlength=len(first_seg))).astype(np.int64)
-    rep_times = engine.time_np[subs.rows[rep_pos]]
+    rep_wins = np.flatnonzero(g.representative[seg])
+    share = Share.cache(fast, g.v, len(g.rep_pos))
+    fast.run_mixed(subs.rows[g.rep_pos], np.full(len(g.rep_pos), g.bit, np.uint64),
+                   g.before_rep[lo[rep_wins]], g.before_rep[hi[rep_wins]], share)
 
     # Every sub-stream without its events that play v alone, loading v's totals.
-    rows = subs.rows[pos]
-    take_at = np.empty(len(pos), np.int64)
+    rows = subs.rows[g.pos]
+    lo_r, hi_r = g.before[lo], g.before[hi]
+    take_at = np.empty(len(g.pos), np.int64)
     if wins.size is None:  # one window per sub-stream: from the first event on
         start = np.full(len(seg), np.iinfo(np.int64).min, np.int64)
     else:
         start = np.asarray(wins.start, np.int64)
-    _last_total_before(engine.time_np[rows], lo_r, hi_r, start, group[seg], rep_ptr, rep_times, take_at)
-    out = _run_generated(fast, share, rows, subs.bits[pos], lo_r, hi_r, take_at)
+    _last_total_before(engine.time_np[rows], lo_r, hi_r, start, g.group[seg], g.rep_ptr,
+                       g.rep_times(engine, subs), take_at)
+    out = _run_generated(fast, share, rows, subs.bits[g.pos], lo_r, hi_r, take_at)
     if out is None:
-        out = fast.run_mixed(rows, subs.bits[pos], lo_r, hi_r, share.taking(take_at))
+        out = fast.run_mixed(rows, subs.bits[g.pos], lo_r, hi_r, share.taking(take_at))
+    return out
+
+
+def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+             lanes: int, run: Any) -> KernelOut | None:
+    """Every window's channels with the ring kernel, or None where sharing does not apply
+    or its cache would be too large.
+
+    ``run(rows, plays, seg_ptr, windows, lo, hi, share)`` is the ring kernel's run over the
+    positions ``rows`` (segments ``seg_ptr``) for the caller's windows ``windows``
+    (indices), with ranges ``[lo, hi)`` over those positions and the kernel's sharing
+    arguments ``share``; it returns ``(KernelOut, windows to redo)``.
+    """
+    g = groups(fast, engine, subs)
+    if g is None:
+        return None
+    n_i, n_f = int(fast.var_live_i[g.v, 0]), int(fast.var_live_f[g.v, 0])
+    if len(g.rep_pos) * max(1, n_i + n_f) * lanes * 8 > RING_CACHE_MAX_BYTES:
+        return None
+    ci = np.zeros((len(g.rep_pos), max(1, n_i), lanes), np.uint64)
+    cf = np.zeros((len(g.rep_pos), max(1, n_f), lanes), np.float64)
+    cpane = np.zeros(len(g.rep_pos), np.int64)
+    # The ring reads a window when the events pass its end, so it must not be handed a
+    # window without events of its own (it would start past it): the representatives run
+    # over their windows with an event that plays v, the sub-streams over their windows
+    # with an event left -- the others hold no trend that ends (v is not final).
+    rep_lo, rep_hi = g.before_rep[lo], g.before_rep[hi]
+    rep_wins = np.flatnonzero(g.representative[seg] & (rep_hi > rep_lo))
+    _, redo = run(subs.rows[g.rep_pos], np.full(len(g.rep_pos), g.bit, np.uint64), g.before_rep[subs.seg_ptr],
+                  rep_wins, rep_lo[rep_wins], rep_hi[rep_wins], (g.v, SHARE_SAVE, np.zeros(1, np.int64), ci, cf, cpane))
+    if redo.any():
+        return None  # a representative's counts passed 2**600: its totals stop there
+
+    rows = subs.rows[g.pos]
+    seg_ptr = g.before[subs.seg_ptr]
+    take_at = np.empty(len(g.pos), np.int64)
+    no_start = np.full(len(seg_ptr) - 1, np.iinfo(np.int64).min, np.int64)
+    _last_total_before(engine.time_np[rows], seg_ptr[:-1], seg_ptr[1:], no_start, g.group, g.rep_ptr,
+                       g.rep_times(engine, subs), take_at)
+    lo_r, hi_r = g.before[lo], g.before[hi]
+    wins = np.flatnonzero(hi_r > lo_r)
+    part, redo = run(rows, subs.bits[g.pos], seg_ptr, wins, lo_r[wins], hi_r[wins],
+                     (g.v, SHARE_TAKE, take_at, ci, cf, cpane))
+    if redo.any():
+        return None
+    out = KernelOut.zeros(len(seg), fast.chan)
+    out.put(wins, part)
     return out
 
 
@@ -168,53 +261,39 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
 
 
 @njit(cache=True)
-def _split(lo, hi, seg, representative, bits, bit):
-    """The positions of the two runs, in one pass over the windows ``[lo, hi)``:
-
-    * the representatives' positions playing ``bit`` (``rep_pos``) and the representative
-      windows' ranges over them (``rep_lo``, ``rep_hi``, in window order);
-    * the positions playing another variable (``pos``) and every window's range over them.
-    """
-    n = 0
-    for w in range(lo.shape[0]):
-        n += hi[w] - lo[w]
+def _split(seg_ptr, representative, bits, bit):
+    """The positions of the two runs, in one pass: the representatives' positions that play
+    ``bit`` (``rep_pos``) and the positions that play another variable (``pos``), with
+    their counts before each position (``before_rep``, ``before``: ``n + 1`` entries)."""
+    n = bits.shape[0]
     rep_pos = np.empty(n, np.int64)
     pos = np.empty(n, np.int64)
-    n_rep_wins = 0
-    for w in range(lo.shape[0]):
-        if representative[seg[w]]:
-            n_rep_wins += 1
-    rep_lo = np.empty(n_rep_wins, np.int64)
-    rep_hi = np.empty(n_rep_wins, np.int64)
-    lo_r = np.empty(lo.shape[0], np.int64)
-    hi_r = np.empty(lo.shape[0], np.int64)
+    before_rep = np.empty(n + 1, np.int64)
+    before = np.empty(n + 1, np.int64)
     n_rep = 0
     n_pos = 0
-    r = 0
-    for w in range(lo.shape[0]):
-        rep = representative[seg[w]]
-        if rep:
-            rep_lo[r] = n_rep
-        lo_r[w] = n_pos
-        for e in range(lo[w], hi[w]):
+    for s in range(seg_ptr.shape[0] - 1):
+        rep = representative[s]
+        for e in range(seg_ptr[s], seg_ptr[s + 1]):
+            before_rep[e] = n_rep
+            before[e] = n_pos
             if rep and bits[e] & bit:
                 rep_pos[n_rep] = e
                 n_rep += 1
             if bits[e] & ~bit:
                 pos[n_pos] = e
                 n_pos += 1
-        hi_r[w] = n_pos
-        if rep:
-            rep_hi[r] = n_rep
-            r += 1
-    return rep_pos[:n_rep], rep_lo, rep_hi, pos[:n_pos], lo_r, hi_r
+    before_rep[n] = n_rep
+    before[n] = n_pos
+    return rep_pos[:n_rep], before_rep, pos[:n_pos], before
 
 
 @njit(cache=True)
 def _last_total_before(times, lo, hi, start, group, rep_ptr, rep_times, take_at):
-    """Per position ``e`` of window ``w``: the last cache row of the window's group whose
-    time lies in ``[start[w], times[e])`` -- the shared variable's total just before ``e``'s
-    batch -- or -1.  Windows are tumbling, so a row in that range is in the same window."""
+    """Per position ``e`` of range ``w`` (``[lo[w], hi[w])``, of group ``group[w]``): the
+    last cache row of that group whose time lies in ``[start[w], times[e])`` -- the shared
+    variable's total just before ``e``'s batch -- or -1.  For tumbling windows the range
+    is a window and ``start`` its start: a row in that range is in the same window."""
     for w in range(lo.shape[0]):
         a, z = rep_ptr[group[w]], rep_ptr[group[w] + 1]
         first = a + np.searchsorted(rep_times[a:z], start[w])
@@ -239,4 +318,5 @@ def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     return out
 
 
-__all__ = ["ENABLED", "Share", "run_raw", "shared_variable"]
+__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "Groups", "Share", "groups", "run_raw", "run_ring",
+           "shared_variable"]

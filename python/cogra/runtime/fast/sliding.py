@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from cogra.runtime.fast import mixed_ring, mixed_sliding
+from cogra.runtime.fast import mixed_ring, mixed_sliding, shared_rows
 from cogra.runtime.fast.channels import KernelOut
+from cogra.runtime.fast.mixed_kernels import SHARE_NONE
 from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
@@ -149,34 +150,37 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     if seg is None:
         return None
     lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-    rows = subs.rows
-    times = engine.time_np[rows]
     panes = size // slide
-    out = KernelOut.zeros(len(seg), c)
-    redo = np.zeros(len(seg), np.bool_)
-    max_batch = fast._max_batch(times, subs.bits)
-    head = (times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr)
-    tail = (fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f)
-    pairs = (fast.pair_of, fast.pair_flags)
-    ranks = (fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid)
-    ring_span = _max_live_span(times // slide, subs.seg_ptr, panes) if RING else 0
     n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
+    ring_span = _max_live_span(engine.time_np[subs.rows] // slide, subs.seg_ptr, panes) if RING else 0
     if RING and mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, ring_span) <= RING_MAX_BYTES:
-        mixed_ring.run_mixed_ring(
-            *head, _preds_widest_first(fast), *tail, fast.a_int, fast.a_flt, fast.a_valid, rows,
-            *pairs, fast.live_i, fast.live_f, fast.var_live_i, fast.var_live_f, *ranks,
-            seg, k, lo, hi, slide, panes, max_batch, ring_span,
-            out.i, out.f, out.e, out.r, redo,
-        )
+        def ring(rows, plays, seg_ptr, windows, w_lo, w_hi, share):
+            return _run_ring(fast, engine, rows, plays, seg_ptr, seg[windows], k[windows], w_lo, w_hi,
+                             slide, panes, share)
+
+        out = shared_rows.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
+        if out is not None:
+            return out
+        out, redo = ring(subs.rows, subs.bits, subs.seg_ptr, np.arange(len(seg)), lo, hi,
+                         (-1, SHARE_NONE, np.zeros(1, np.int64), np.zeros((1, 1, 1), np.uint64),
+                          np.zeros((1, 1, 1), np.float64), np.zeros(1, np.int64)))
     else:
+        rows = subs.rows
+        times = engine.time_np[rows]
+        out = KernelOut.zeros(len(seg), c)
+        redo = np.zeros(len(seg), np.bool_)
+        max_batch = fast._max_batch(times, subs.bits)
         group = min(panes, GROUP_LANES)
         # The longest span a pass covers: a window to the last window of its group.
         key = seg * (int(k.max() - k.min()) + 2 * group + 2) + (k - k.min())
         last = np.searchsorted(key, key + group - 1, side="right") - 1
         max_span = max(1, int((hi[last] - lo).max()))
         mixed_sliding.run_mixed_sliding(
-            *head, fast.pred_idx, *tail, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-            *pairs, fast.m_of, fast.live_i, fast.live_f, *ranks,
+            times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
+            fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
+            fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+            fast.pair_of, fast.pair_flags, fast.m_of, fast.live_i, fast.live_f,
+            fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid,
             seg, k, lo, hi, slide, size, group, max_batch, max_span,
             out.i, out.f, out.e, out.r, redo,
         )
@@ -184,6 +188,34 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     if len(again):
         out.put(again, fast.run_raw(subs, lo[again], hi[again]))
     return out
+
+
+def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
+              seg: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
+              share: tuple) -> tuple[KernelOut, np.ndarray]:
+    """The ring kernel over the positions ``rows`` (segments ``seg_ptr``), windows ``(seg, k)``
+    with ranges ``[lo, hi)`` over them; ``share``: its sharing arguments
+    (:mod:`shared_rows`; taking, no indexed pair is left).  ``(channels, windows to redo)``."""
+    from cogra.runtime.fast.mixed_kernels import SHARE_TAKE
+
+    c = fast.chan
+    times = engine.time_np[rows]
+    out = KernelOut.zeros(len(seg), c)
+    redo = np.zeros(len(seg), np.bool_)
+    pairs = (fast.pair_of, fast.pair_flags, fast.live_i, fast.live_f)
+    ranks = (fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid)
+    if share[1] == SHARE_TAKE:
+        none = fast._no_pairs  # (pair_of, pair_flags, m_of, live_i, live_f, live_x, *ranks)
+        pairs, ranks = (none[0], none[1], none[3], none[4]), none[6:]
+    mixed_ring.run_mixed_ring(
+        times, plays, fast.pair_ok[rows], fast.nv, fast.pred_ptr, _preds_widest_first(fast),
+        fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
+        fast.a_int, fast.a_flt, fast.a_valid, rows, *pairs, fast.var_live_i, fast.var_live_f, *ranks,
+        seg, k, lo, hi, slide, panes, fast._max_batch(times, plays),
+        _max_live_span(times // slide, seg_ptr, panes),
+        out.i, out.f, out.e, out.r, redo, *share,
+    )
+    return out, redo
 
 
 def _preds_widest_first(fast: Any) -> np.ndarray:
