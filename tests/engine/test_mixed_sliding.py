@@ -211,3 +211,19 @@ def test_several_kept_pairs_equal_python(ops, where, n, distinct, slide, panes, 
         got = compiled(query, table)
     assert_same_result(got, exact(query, table), context=f"\n{query}\n{table.to_pylist()}")
     assert calls or got.num_rows == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(sizes=st.lists(st.integers(0, 30), min_size=1, max_size=4), per_window=st.integers(1, 10),
+       seed=st.integers(0, 2**32 - 1))
+def test_live_span_is_the_most_positions_in_a_window_of_panes(sizes, per_window, seed) -> None:
+    # The ring kernel's trees are sized by it: for every event, the positions of its
+    # segment in the per_window panes that end at its pane.
+    rng = np.random.default_rng(seed)
+    seg_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    pane = np.concatenate([np.sort(rng.integers(-20, 20, z)) for z in sizes]).astype(np.int64)
+    want = 1
+    for a, z in zip(seg_ptr[:-1], seg_ptr[1:]):
+        for e in range(a, z):
+            want = max(want, int(np.sum((pane[a:z] > pane[e] - per_window) & (pane[a:z] <= pane[e]))))
+    assert sliding._max_live_span(pane, seg_ptr, per_window) == want

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from cogra.runtime.fast import mixed_ring, mixed_sliding, shared_rows
 from cogra.runtime.fast.channels import KernelOut
@@ -231,13 +232,27 @@ def _preds_widest_first(fast: Any) -> np.ndarray:
 def _max_live_span(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
     """The most positions of one segment in ``per_window`` consecutive panes (ending at
     an event's pane): what the ring kernel's trees hold at once."""
-    if len(pane) == 0:
-        return 1
-    seg_of = np.repeat(np.arange(len(seg_ptr) - 1), np.diff(seg_ptr))
-    key = seg_of * (int(pane.max() - pane.min()) + per_window + 1) + (pane - pane.min())
-    first = np.searchsorted(key, key - (per_window - 1), side="left")
-    last = np.searchsorted(key, key, side="right")
-    return max(1, int((last - first).max()))
+    return max(1, int(_live_span(np.asarray(pane, np.int64), np.asarray(seg_ptr, np.int64), per_window)))
+
+
+@njit(cache=True)
+def _live_span(pane, seg_ptr, per_window):
+    """:func:`_max_live_span` in one pass: per segment, a pointer to the oldest position
+    still within ``per_window`` panes of the current one (panes ascend in a segment)."""
+    best = 0
+    for s in range(seg_ptr.shape[0] - 1):
+        first = seg_ptr[s]
+        e = seg_ptr[s]
+        while e < seg_ptr[s + 1]:
+            last = e + 1  # the end of e's pane
+            while last < seg_ptr[s + 1] and pane[last] == pane[e]:
+                last += 1
+            while pane[first] <= pane[e] - per_window:
+                first += 1
+            if last - first > best:
+                best = last - first
+            e = last
+    return best
 
 
 def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
