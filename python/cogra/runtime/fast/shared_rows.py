@@ -182,7 +182,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, wins: Any) -> KernelOut | None:
         start = np.asarray(wins.start, np.int64)
     _last_total_before(engine.time_np[rows], lo_r, hi_r, start, g.group[seg], g.rep_ptr,
                        g.rep_times(engine, subs), take_at)
-    out = _run_generated(fast, share, rows, subs.bits[g.pos], lo_r, hi_r, take_at)
+    out = _run_generated(fast, share, rows, subs.bits[g.pos], lo_r, hi_r, take_at, fast.rescale_bound(lo, hi))
     if out is None:
         out = fast.run_mixed(rows, subs.bits[g.pos], lo_r, hi_r, share.taking(take_at))
     return out
@@ -236,20 +236,19 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
 
 
 def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray,
-                   hi: np.ndarray, take_at: np.ndarray) -> KernelOut | None:
+                   hi: np.ndarray, take_at: np.ndarray, bound: float | None) -> KernelOut | None:
     """The run that loads the shared totals, with the kernel generated for the query's
     shape (no variable left reads an earlier event: the type-grained loop, unrolled, ~4x
     faster than the mixed kernel), or None where that does not pay off or has no sound
-    rescale bound."""
+    rescale bound.  ``bound``: :meth:`FastExecutor.rescale_bound` of the sub-streams' own
+    windows -- the loaded totals sum over events this run does not hold, so its windows'
+    lengths would not bound them."""
     from cogra.runtime.fast import codegen
     from cogra.runtime.fast.executor import SPECIALIZE_MIN_EVENTS
 
     live = tuple(tuple(int(k) for k in arr[1:1 + arr[0]]) for arr in (share.live_i, share.live_f, share.live_x))
     shape = fast.shape(loads=(share.var, *live))
-    if not codegen.use_generated(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS):
-        return None
-    bound = fast.rescale_bound(lo, hi)
-    if bound is None:
+    if bound is None or not codegen.use_generated(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS):
         return None
     out = KernelOut.zeros(len(lo), fast.chan)
     e = fast.engine
