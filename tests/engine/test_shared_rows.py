@@ -264,3 +264,15 @@ def test_ring_shares_nothing_past_its_budgets(monkeypatch) -> None:
     with forced():
         seen = shared_equals_unshared_and_exact(query, table, exact=False)
     assert seen["ring"] == 0 and mixed_kernels.SHARE_SAVE in saves
+
+
+def test_groups_follow_key_codes_not_values() -> None:
+    # 0.0 and -0.0 compare equal but are two plain keys (two sub-streams each): a group by
+    # values would hand one's representative totals to the other's sub-streams.
+    table = keyed_stream(11, 300, 10)
+    g = table.column("g").to_numpy()
+    table = table.set_column(3, "g", pa.array(np.where(g == 0, 0.0, -0.0)))
+    query = ("RETURN g, A.k, B.k, COUNT(*), SUM(B.v), AVG(A.v) PATTERN SEQ(A+, B+) "
+             "WHERE [A.k] AND [B.k] AND A.v < NEXT(A).v GROUP-BY g, A.k, B.k WITHIN 20 seconds")
+    seen = shared_equals_unshared_and_exact(query, table)
+    assert seen["shared"] == 1

@@ -156,6 +156,8 @@ class SubStreams:
     seg_ptr: np.ndarray
     groups: list[tuple]  # output group (GROUP-BY values) per segment
     keys: list[tuple] | None = None  # per segment: (plain key values, variable-key values)
+    codes: list[tuple] | None = None  # per segment: (plain key code, variable-key codes) -- as keys,
+    # but distinct where values compare equal (0.0 and -0.0 are two sub-streams)
 
 
 class Engine:
@@ -351,7 +353,7 @@ class Engine:
         var_codes = {v: by_names[tuple(b.var_keys[v])] for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
 
-        rows_parts, bits_parts, seg_sizes, groups, keys = [], [], [], [], []
+        rows_parts, bits_parts, seg_sizes, groups, keys, key_codes_ = [], [], [], [], [], []
         for s, e in zip(starts, ends):
             rows = order[s:e]
             plain = plain_values[pid_sorted[s]] if len(rows) else ()
@@ -382,10 +384,11 @@ class Engine:
                 combo_values = {v: var_values[v][c] for v, c in zip(keyed_vars, combo)}
                 groups.append(self._output_group(dict(zip(b.plain_keys, plain)), combo_values))
                 keys.append((tuple(plain), tuple(combo_values[v] for v in keyed_vars)))
+                key_codes_.append((int(pid_sorted[s]), tuple(int(c) for c in combo)))
         seg_ptr = np.concatenate([[0], np.cumsum(seg_sizes)]).astype(np.int64)
         rows = np.concatenate(rows_parts) if rows_parts else np.zeros(0, np.int64)
         bits = np.concatenate(bits_parts) if bits_parts else np.zeros(0, np.uint64)
-        return SubStreams(rows.astype(np.int64), bits.astype(np.uint64), seg_ptr, groups, keys)
+        return SubStreams(rows.astype(np.int64), bits.astype(np.uint64), seg_ptr, groups, keys, key_codes_)
 
     def _key_values(self, names: Sequence[str], rep_rows: np.ndarray) -> list[tuple]:
         if not names:

@@ -140,7 +140,7 @@ def groups(fast: Any, engine: Any, subs: Any) -> Groups | None:
     """The shared variable's groups and the runs' positions, or None where nothing is
     shared (see the module)."""
     v = shared_variable(fast, engine)
-    if v is None or subs.keys is None:
+    if v is None or subs.codes is None:
         return None
     group = _groups(engine, subs, v)
     first_seg = np.unique(group, return_index=True)[1]  # ascending, as group numbers are
@@ -305,14 +305,15 @@ def _last_total_before(times, lo, hi, start, group, rep_ptr, rep_times, take_at)
 
 def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     """Per segment, a number naming the events it holds for ``v``: its plain key, and v's
-    variable-key value if v has one."""
+    variable-key value if v has one -- by their codes (values may compare equal across
+    sub-streams: 0.0 and -0.0)."""
     b = engine.bound
     keyed = [u for u in range(len(b.automaton.names)) if b.var_keys[u]]
     at = keyed.index(v) if v in keyed else None
     names: dict[tuple, int] = {}
-    out = np.empty(len(subs.keys), np.int64)
-    for s, (plain, var_values) in enumerate(subs.keys):
-        key = (plain, var_values[at]) if at is not None else (plain,)
+    out = np.empty(len(subs.codes), np.int64)
+    for s, (plain, var_codes) in enumerate(subs.codes):
+        key = (plain, var_codes[at]) if at is not None else (plain,)
         out[s] = names.setdefault(key, len(names))
     return out
 
