@@ -311,11 +311,14 @@ def generate(shape: Shape) -> str:
 
     loaded = s.loads[0] if s.loads else -1
 
-    def rescale(by: str) -> None:
-        w(f"scale = math.ldexp(1.0, {by})")
+    def raise_exponent(to: str) -> None:
+        """Scale every state's floats down to the common exponent ``to`` (above the current one)."""
+        w(f"scale = math.ldexp(1.0, exponent - ({to}))")
         for v in range(nv):
             scale_floats(f"s{v}")
         scale_floats("fin")
+        w(f"exponent = {to}")
+        w("unit = math.ldexp(1.0, -exponent)")
 
     def load_totals() -> None:
         """The loaded variable's total before this batch, from cache row ``take_at[i]``."""
@@ -328,9 +331,7 @@ def generate(shape: Shape) -> str:
         with w.block():
             w("if ce[c] > exponent:  # the cache's floats are coarser: rescale ours to them")
             with w.block():
-                rescale("exponent - ce[c]")
-                w("exponent = ce[c]")
-                w("unit = math.ldexp(1.0, -exponent)")
+                raise_exponent("ce[c]")
             w("scale = math.ldexp(1.0, ce[c] - exponent)")
             for j, k in enumerate(live_i):
                 w(f"s{v}_i{k} = ci[c, {j}]")
@@ -341,9 +342,7 @@ def generate(shape: Shape) -> str:
             w(f"s{v}_r = cr[c]")
             w(f"while s{v}_f0 > rescale_above:  # the bound below holds for loaded counts too")
             with w.block():
-                rescale("-600")
-                w("exponent += 600")
-                w("unit = math.ldexp(1.0, -exponent)")
+                raise_exponent("exponent + 600")
 
     def window_loop(all_floats_watch: bool, lo: str = "win_lo[w]", hi: str = "win_hi[w]",
                     starts: str = "True", load: bool = False) -> None:
@@ -443,9 +442,7 @@ def generate(shape: Shape) -> str:
                 watch = [f"s{v}_f0" for v in range(nv)] + (["fin_f0"] if s.mode != 0 else [])
             w(f"if max({', '.join(watch + ['0.0'])}) > rescale_above:")
             with w.block():
-                rescale("-600")
-                w("exponent += 600")
-                w("unit = math.ldexp(1.0, -exponent)")
+                raise_exponent("exponent + 600")
             w("i = j")
 
     def windows_kernel(name: str, extra: str, load: bool) -> None:

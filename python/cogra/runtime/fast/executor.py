@@ -11,7 +11,7 @@ cannot prove exact comes back :data:`UNDECIDED` and is re-run in Python.
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,20 @@ MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, 
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
 SPECIALIZE_MIN_EVENTS = 50_000
 """Inputs at least this large get a kernel generated for the query's shape (codegen)."""
+
+
+class PairArrays(NamedTuple):
+    """Per indexed pair ``p = (u, v)`` (:meth:`FastExecutor._indexed_pairs`): its number
+    ``pair_of[u, v]``, comparison flags, value count, the channels u's states carry, and
+    ``ranks`` -- ``(h_rank, h_valid, q_a, q_b, q_eq, g_valid)``, by table row."""
+
+    pair_of: np.ndarray
+    pair_flags: np.ndarray
+    m_of: np.ndarray
+    live_i: np.ndarray
+    live_f: np.ndarray
+    live_x: np.ndarray
+    ranks: tuple
 
 
 def _popcount(bits: np.ndarray) -> np.ndarray:
@@ -334,26 +348,29 @@ class FastExecutor:
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
         max_window = max(1, int((hi - lo).max())) if len(lo) else 1
         max_batch = self._max_batch(times, plays)
-        pairs = (self.pair_of, self.pair_flags, self.m_of, self.live_i, self.live_f, self.live_x,
-                 self.h_rank, self.h_valid, self.q_a, self.q_b, self.q_eq, self.g_valid)  # by table row
-        if share.mode == SHARE_TAKE:
-            pairs = self._no_pairs
+        p = self.no_pair_arrays if share.mode == SHARE_TAKE else self.pair_arrays
         run_mixed_windows(
             self.mode, times, plays, self.pair_ok[rows], self.nv, self.pred_ptr, self.pred_idx,
             self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
-            self.a_int, self.a_flt, self.a_valid, self.a_key, rows, self.kept_bits, *pairs,
+            self.a_int, self.a_flt, self.a_valid, self.a_key, rows, self.kept_bits,
+            p.pair_of, p.pair_flags, p.m_of, p.live_i, p.live_f, p.live_x, *p.ranks,
             lo, hi, max_batch, max_window, out.i, out.f, out.x, out.e, out.r, *share.arguments(),
         )
         return out
 
     @cached_property
-    def _no_pairs(self) -> tuple:
-        """The pair arguments of :func:`run_mixed_windows` with no indexed pair."""
-        none_i = np.zeros((0, 1), np.int64)
-        none_b = np.zeros((0, 1), np.bool_)
+    def pair_arrays(self) -> "PairArrays":
+        """The indexed pairs as the mixed-grained kernels take them."""
+        return PairArrays(self.pair_of, self.pair_flags, self.m_of, self.live_i, self.live_f, self.live_x,
+                          (self.h_rank, self.h_valid, self.q_a, self.q_b, self.q_eq, self.g_valid))
+
+    @cached_property
+    def no_pair_arrays(self) -> "PairArrays":
+        """As :attr:`pair_arrays`, with no indexed pair (runs that load a shared variable)."""
+        none_i, none_b = np.zeros((0, 1), np.int64), np.zeros((0, 1), np.bool_)
         live = np.zeros((1, 1), np.int64)
-        return (np.full_like(self.pair_of, -1), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                live, live, live, none_i, none_b, none_i, none_i, none_i, none_b)
+        return PairArrays(np.full_like(self.pair_of, -1), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                          live, live, live, (none_i, none_b, none_i, none_i, none_i, none_b))
 
     @cached_property
     def _largest_summed(self) -> float:
@@ -401,7 +418,7 @@ class FastExecutor:
         from cogra.runtime.fast.codegen import Shape
 
         b = self.engine.bound
-        return Shape(loads=loads,
+        return Shape(
             mode=self.mode, nv=self.nv,
             preds=tuple(tuple(sorted(b.automaton.pred[v])) for v in range(self.nv)),
             start=tuple(sorted(b.automaton.start)), final=tuple(sorted(b.automaton.final)),
@@ -409,6 +426,7 @@ class FastExecutor:
             n_i=self.chan.n_i, n_f=self.chan.n_f,
             x_is_min=tuple(bool(x) for x in self.chan.x_is_min),
             pair_checks=tuple(sorted(self.engine.pairs.by_pair)),
+            loads=loads,
         )
 
     @staticmethod

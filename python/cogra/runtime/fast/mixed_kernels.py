@@ -375,7 +375,7 @@ def run_mixed_windows(
 
     Sharing a kept variable between sub-streams (:mod:`cogra.runtime.fast.shared_rows`):
     with ``share_mode`` :data:`SHARE_SAVE`, after each batch, variable ``share_var``'s
-    total is written to cache row ``e`` for every position ``e`` of the batch (``ci/cf/cx``:
+    total is written to cache row ``j - 1``, the batch's last position (``ci/cf/cx``:
     the variable's live channels ``share_l*``; ``ce``: the exponent of its floats; ``cr``:
     reached).  With :data:`SHARE_TAKE` the variable is never computed: before each batch
     its total is loaded from cache row ``take_at[i]`` (``i`` the batch's first position;
@@ -612,10 +612,9 @@ def run_mixed_windows(
                             wf[u, k, q] *= scale
                 exponent += RESCALE_STEP  # Fenwick nodes catch up lazily (te)
                 unit = math.ldexp(1.0, -exponent)
-            if share_mode == SHARE_SAVE:
-                for e in range(i, j):
-                    _save_total(ci, cf, cx, ce, cr, e, si, sf, sx, sr, share_var, exponent,
-                                share_li, share_lf, share_lx)
+            if share_mode == SHARE_SAVE:  # a batch's total is read at its last position only
+                _save_total(ci, cf, cx, ce, cr, j - 1, si, sf, sx, sr, share_var, exponent,
+                            share_li, share_lf, share_lx)
             i = j
         if mode == 0:
             for v in range(nv):

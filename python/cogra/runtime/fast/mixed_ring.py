@@ -303,8 +303,8 @@ def run_mixed_ring(
 
     Sharing a kept variable between sub-streams (:mod:`cogra.runtime.fast.shared_rows`):
     with ``share_mode`` :data:`~mixed_kernels.SHARE_SAVE`, after each batch, variable
-    ``share_var``'s lane totals (its live channels) go to cache row ``e`` (``ci``, ``cf``)
-    for every position ``e`` of the batch, with the ring pane they are current at
+    ``share_var``'s lane totals (its live channels) go to cache row ``j - 1``, the batch's
+    last position (``ci``, ``cf``), with the ring pane they are current at
     (``cpane``).  With :data:`~mixed_kernels.SHARE_TAKE` the variable is never computed:
     before each batch its totals are loaded from cache row ``take_at[i]`` (-1: none yet),
     and the lanes of the panes that expired since that row's pane are emptied."""
@@ -540,9 +540,8 @@ def run_mixed_ring(
             if over:
                 failed = True
                 break
-            if share_mode == SHARE_SAVE:
-                for e in range(i, j):
-                    _save_lanes(ci, cf, cpane, e, si, sf, share_var, var_live_i, var_live_f, cur)
+            if share_mode == SHARE_SAVE:  # a batch's totals are read at its last position only
+                _save_lanes(ci, cf, cpane, j - 1, si, sf, share_var, var_live_i, var_live_f, cur)
             i = j
         if failed:
             for q in range(emit, w2):

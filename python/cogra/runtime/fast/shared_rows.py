@@ -49,6 +49,9 @@ from cogra.runtime.fast.mixed_kernels import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
 
 ENABLED = True
 """Tests switch this off to compare with every sub-stream computing its own rows."""
+RING_CACHE_MAX_BYTES = 1 << 28
+"""The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
+the representatives) must fit in this; beyond it nothing is shared."""
 
 
 @dataclass
@@ -56,8 +59,8 @@ class Share:
     """The sharing arguments of :func:`~cogra.runtime.fast.mixed_kernels.run_mixed_windows`.
 
     ``take_at``: per position of the run, its cache row (read under ``SHARE_TAKE``; under
-    ``SHARE_SAVE`` position ``e`` writes cache row ``e``).  The cache holds the shared
-    variable's live channels (``live_*``: ``[n, channel_1, ..]``) per row.
+    ``SHARE_SAVE`` a batch's total goes to the row of its last position).  The cache holds
+    the shared variable's live channels (``live_*``: ``[n, channel_1, ..]``) per row.
     """
 
     var: int
@@ -96,6 +99,38 @@ class Share:
                 self.live_i, self.live_f, self.live_x)
 
 
+@dataclass
+class RingShare:
+    """The sharing arguments of :func:`~cogra.runtime.fast.mixed_ring.run_mixed_ring`: as
+    :class:`Share`, with lane vectors per cache row (``ci``, ``cf``: rows x live channels x
+    lanes) and the ring pane each row is current at (``cpane``)."""
+
+    var: int
+    mode: int
+    take_at: np.ndarray
+    ci: np.ndarray
+    cf: np.ndarray
+    cpane: np.ndarray
+
+    @classmethod
+    def none(cls) -> "RingShare":
+        return cls(-1, SHARE_NONE, np.zeros(1, np.int64), np.zeros((1, 1, 1), np.uint64),
+                   np.zeros((1, 1, 1), np.float64), np.zeros(1, np.int64))
+
+    @classmethod
+    def cache(cls, fast: Any, var: int, n_rows: int, lanes: int) -> "RingShare":
+        """An empty cache of ``n_rows`` rows for variable ``var``'s live channels."""
+        n_i, n_f = int(fast.var_live_i[var, 0]), int(fast.var_live_f[var, 0])
+        return cls(var, SHARE_SAVE, np.zeros(1, np.int64), np.zeros((n_rows, max(1, n_i), lanes), np.uint64),
+                   np.zeros((n_rows, max(1, n_f), lanes), np.float64), np.zeros(n_rows, np.int64))
+
+    def taking(self, take_at: np.ndarray) -> "RingShare":
+        return RingShare(self.var, SHARE_TAKE, take_at, self.ci, self.cf, self.cpane)
+
+    def arguments(self) -> tuple:
+        return (self.var, self.mode, self.take_at, self.ci, self.cf, self.cpane)
+
+
 def shared_variable(fast: Any, engine: Any) -> int | None:
     """The variable whose totals the sub-streams of a group share, or None (see the module)."""
     if not ENABLED or fast.mode != 0 or not fast.kept:
@@ -108,11 +143,6 @@ def shared_variable(fast: Any, engine: Any) -> int | None:
     if fast.kept != frozenset({v}) or set(a.pred[v]) - {v} or v in a.final:
         return None
     return v
-
-
-RING_CACHE_MAX_BYTES = 1 << 28
-"""The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
-the representatives) must fit in this; beyond it nothing is shared."""
 
 
 @dataclass
@@ -195,18 +225,16 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
 
     ``run(rows, plays, seg_ptr, windows, lo, hi, share)`` is the ring kernel's run over the
     positions ``rows`` (segments ``seg_ptr``) for the caller's windows ``windows``
-    (indices), with ranges ``[lo, hi)`` over those positions and the kernel's sharing
-    arguments ``share``; it returns ``(KernelOut, windows to redo)``.
+    (indices), with ranges ``[lo, hi)`` over those positions and a :class:`RingShare`; it
+    returns ``(KernelOut, windows to redo)``.
     """
     g = groups(fast, engine, subs)
     if g is None:
         return None
-    n_i, n_f = int(fast.var_live_i[g.v, 0]), int(fast.var_live_f[g.v, 0])
-    if len(g.rep_pos) * max(1, n_i + n_f) * lanes * 8 > RING_CACHE_MAX_BYTES:
+    n_live = int(fast.var_live_i[g.v, 0] + fast.var_live_f[g.v, 0])
+    if len(g.rep_pos) * max(1, n_live) * lanes * 8 > RING_CACHE_MAX_BYTES:
         return None
-    ci = np.zeros((len(g.rep_pos), max(1, n_i), lanes), np.uint64)
-    cf = np.zeros((len(g.rep_pos), max(1, n_f), lanes), np.float64)
-    cpane = np.zeros(len(g.rep_pos), np.int64)
+    share = RingShare.cache(fast, g.v, len(g.rep_pos), lanes)
     # The ring reads a window when the events pass its end, so it must not be handed a
     # window without events of its own (it would start past it): the representatives run
     # over their windows with an event that plays v, the sub-streams over their windows
@@ -214,7 +242,7 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
     rep_lo, rep_hi = g.before_rep[lo], g.before_rep[hi]
     rep_wins = np.flatnonzero(g.representative[seg] & (rep_hi > rep_lo))
     _, redo = run(subs.rows[g.rep_pos], np.full(len(g.rep_pos), g.bit, np.uint64), g.before_rep[subs.seg_ptr],
-                  rep_wins, rep_lo[rep_wins], rep_hi[rep_wins], (g.v, SHARE_SAVE, np.zeros(1, np.int64), ci, cf, cpane))
+                  rep_wins, rep_lo[rep_wins], rep_hi[rep_wins], share)
     if redo.any():
         return None  # a representative's counts passed 2**600: its totals stop there
 
@@ -226,8 +254,7 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
                        g.rep_times(engine, subs), take_at)
     lo_r, hi_r = g.before[lo], g.before[hi]
     wins = np.flatnonzero(hi_r > lo_r)
-    part, redo = run(rows, subs.bits[g.pos], seg_ptr, wins, lo_r[wins], hi_r[wins],
-                     (g.v, SHARE_TAKE, take_at, ci, cf, cpane))
+    part, redo = run(rows, subs.bits[g.pos], seg_ptr, wins, lo_r[wins], hi_r[wins], share.taking(take_at))
     if redo.any():
         return None
     out = KernelOut.zeros(len(seg), fast.chan)
@@ -291,8 +318,9 @@ def _split(seg_ptr, representative, bits, bit):
 def _last_total_before(times, lo, hi, start, group, rep_ptr, rep_times, take_at):
     """Per position ``e`` of range ``w`` (``[lo[w], hi[w])``, of group ``group[w]``): the
     last cache row of that group whose time lies in ``[start[w], times[e])`` -- the shared
-    variable's total just before ``e``'s batch -- or -1.  For tumbling windows the range
-    is a window and ``start`` its start: a row in that range is in the same window."""
+    variable's total just before ``e``'s batch -- or -1.  The last row of a time is the last
+    position of its batch, the one the kernels save.  For tumbling windows the range is a
+    window and ``start`` its start: a row in that range is in the same window."""
     for w in range(lo.shape[0]):
         a, z = rep_ptr[group[w]], rep_ptr[group[w] + 1]
         first = a + np.searchsorted(rep_times[a:z], start[w])
@@ -318,5 +346,5 @@ def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     return out
 
 
-__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "Groups", "Share", "groups", "run_raw", "run_ring",
-           "shared_variable"]
+__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "Groups", "RingShare", "Share", "groups", "run_raw",
+           "run_ring", "shared_variable"]

@@ -26,7 +26,7 @@ from numba import njit
 
 from cogra.runtime.fast import mixed_ring, mixed_sliding, shared_rows
 from cogra.runtime.fast.channels import KernelOut
-from cogra.runtime.fast.mixed_kernels import SHARE_NONE
+from cogra.runtime.fast.mixed_kernels import SHARE_TAKE
 from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
@@ -162,9 +162,8 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
         out = shared_rows.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
         if out is not None:
             return out
-        out, redo = ring(subs.rows, subs.bits, subs.seg_ptr, np.arange(len(seg)), lo, hi,
-                         (-1, SHARE_NONE, np.zeros(1, np.int64), np.zeros((1, 1, 1), np.uint64),
-                          np.zeros((1, 1, 1), np.float64), np.zeros(1, np.int64)))
+        out, redo = _run_ring(fast, engine, subs.rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
+                              shared_rows.RingShare.none(), span=ring_span)
     else:
         rows = subs.rows
         times = engine.time_np[rows]
@@ -176,12 +175,12 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
         key = seg * (int(k.max() - k.min()) + 2 * group + 2) + (k - k.min())
         last = np.searchsorted(key, key + group - 1, side="right") - 1
         max_span = max(1, int((hi[last] - lo).max()))
+        p = fast.pair_arrays
         mixed_sliding.run_mixed_sliding(
             times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
             fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
             fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-            fast.pair_of, fast.pair_flags, fast.m_of, fast.live_i, fast.live_f,
-            fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid,
+            p.pair_of, p.pair_flags, p.m_of, p.live_i, p.live_f, *p.ranks,
             seg, k, lo, hi, slide, size, group, max_batch, max_span,
             out.i, out.f, out.e, out.r, redo,
         )
@@ -193,28 +192,24 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
 
 def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
               seg: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
-              share: tuple) -> tuple[KernelOut, np.ndarray]:
+              share: Any, span: int | None = None) -> tuple[KernelOut, np.ndarray]:
     """The ring kernel over the positions ``rows`` (segments ``seg_ptr``), windows ``(seg, k)``
-    with ranges ``[lo, hi)`` over them; ``share``: its sharing arguments
-    (:mod:`shared_rows`; taking, no indexed pair is left).  ``(channels, windows to redo)``."""
-    from cogra.runtime.fast.mixed_kernels import SHARE_TAKE
-
+    with ranges ``[lo, hi)`` over them; ``share``: a :class:`shared_rows.RingShare` (taking:
+    no indexed pair is left); ``span``: :func:`_max_live_span` of these positions, if known.
+    ``(channels, windows to redo)``."""
     c = fast.chan
     times = engine.time_np[rows]
     out = KernelOut.zeros(len(seg), c)
     redo = np.zeros(len(seg), np.bool_)
-    pairs = (fast.pair_of, fast.pair_flags, fast.live_i, fast.live_f)
-    ranks = (fast.h_rank, fast.h_valid, fast.q_a, fast.q_b, fast.q_eq, fast.g_valid)
-    if share[1] == SHARE_TAKE:
-        none = fast._no_pairs  # (pair_of, pair_flags, m_of, live_i, live_f, live_x, *ranks)
-        pairs, ranks = (none[0], none[1], none[3], none[4]), none[6:]
+    p = fast.no_pair_arrays if share.mode == SHARE_TAKE else fast.pair_arrays
     mixed_ring.run_mixed_ring(
         times, plays, fast.pair_ok[rows], fast.nv, fast.pred_ptr, _preds_widest_first(fast),
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
-        fast.a_int, fast.a_flt, fast.a_valid, rows, *pairs, fast.var_live_i, fast.var_live_f, *ranks,
+        fast.a_int, fast.a_flt, fast.a_valid, rows, p.pair_of, p.pair_flags, p.live_i, p.live_f,
+        fast.var_live_i, fast.var_live_f, *p.ranks,
         seg, k, lo, hi, slide, panes, fast._max_batch(times, plays),
-        _max_live_span(times // slide, seg_ptr, panes),
-        out.i, out.f, out.e, out.r, redo, *share,
+        span if span is not None else _max_live_span(times // slide, seg_ptr, panes),
+        out.i, out.f, out.e, out.r, redo, *share.arguments(),
     )
     return out, redo
 
