@@ -169,13 +169,7 @@ def engine_seconds(workload: Workload, path: Path, repeat: int = 3) -> float:
     import cogra
 
     table = pq.read_table(path)
-    cogra.evaluate(workload.query, table)
-    times = []
-    for _ in range(max(1, repeat)):
-        started = time.perf_counter()
-        cogra.evaluate(workload.query, table)
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return median_seconds(lambda: cogra.evaluate(workload.query, table).num_rows, max(1, repeat))[0]
 
 
 def measure(spark: "SparkSession", master: str, workload: Workload, path: Path,
