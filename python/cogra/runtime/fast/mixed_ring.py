@@ -195,6 +195,204 @@ def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
                         bf[d, s3, ln] += ax * bf[d, 0, ln]
 
 
+@njit(cache=True)
+def _fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr):
+    """Per variable: whether a batch of its events may take :func:`_fused_batch` -- its
+    events are never kept (no pair has it as the earlier variable), it reads only
+    type-grained totals (no pair has it as the later one), and it contributes only
+    counts and sums."""
+    fusable = np.zeros(nv, np.bool_)
+    for v in range(nv):
+        ok = True
+        for w in range(nv):
+            if pair_of[v, w] >= 0:
+                ok = False
+        for pp in range(pred_ptr[v], pred_ptr[v + 1]):
+            if pair_of[pred_idx[pp], v] >= 0:
+                ok = False
+        for k in range(op_ptr[v], op_ptr[v + 1]):
+            op = prog[k, 1]
+            if op != OP_CNT and op != OP_NN and op != OP_SUM_INT and op != OP_SUM_FLOAT:
+                ok = False
+        fusable[v] = ok
+    return fusable
+
+
+@njit(cache=True, **NO_REFCOUNTS)
+def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
+                 a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
+                 skip_var, slot, lanes, cnt_i, cnt_f, coef_i, coef_f):
+    """A batch whose events all play one type-grained variable ``v`` (see
+    :func:`_fusable_variables`), with the same predecessors: ``v``'s totals updated in one
+    pass per channel, without batch rows.
+
+    Every such event's row is the same sum of its predecessors' totals (plus a start in
+    lane ``slot``) with the same count ``cnt``, plus its own contributions ``x * cnt``; so
+    the batch adds ``n * (sum of the predecessors' totals) + (sum of its x) * cnt`` --
+    exact modulo 2**64 in the integer channels.  The generic path builds, contributes and
+    adds each row in separate passes over ``W``-lane vectors (q3's B: ~30 passes over 60
+    lanes per event; here ~15).
+
+    Returns -1 where the batch does not qualify (nothing changed), 0 when done, 1 when
+    done and a float total passed RESCALE_ABOVE.  ``skip_var`` (or -1) is a variable
+    whose totals are loaded, not computed (shared_rows' SHARE_TAKE): events ignore it.
+    """
+    nvu = np.uint64(nv)
+    v = -1
+    mask = np.uint64(0)
+    n = 0
+    for e in range(i, j):
+        bits = plays[e]
+        if skip_var >= 0:
+            bits &= ~(np.uint64(1) << np.uint64(skip_var))
+        if bits == 0:
+            continue
+        if bits & (bits - np.uint64(1)):
+            return -1  # plays two variables
+        w = 0
+        while not _bit(bits, w):
+            w += 1
+        m = (pair_ok[e] >> (np.uint64(w) * nvu)) & ((np.uint64(1) << nvu) - np.uint64(1))
+        if v < 0:
+            if not fusable[w]:
+                return -1
+            v = w
+            mask = m
+        elif w != v or m != mask:
+            return -1
+        n += 1
+    if v < 0:
+        return -1
+    for c in range(coef_i.shape[0]):
+        coef_i[c] = 0
+    for c in range(coef_f.shape[0]):
+        coef_f[c] = 0.0
+    for e in range(i, j):
+        bits = plays[e]
+        if skip_var >= 0:
+            bits &= ~(np.uint64(1) << np.uint64(skip_var))
+        if bits == 0:
+            continue
+        r = rows[e]
+        for k in range(op_ptr[v], op_ptr[v + 1]):
+            op = prog[k, 1]
+            a = prog[k, 2]
+            if op != OP_CNT and not a_valid[a, r]:
+                continue
+            if op == OP_CNT or op == OP_NN:
+                coef_i[prog[k, 3]] += np.uint64(1)
+                coef_f[prog[k, 4]] += 1.0
+            elif op == OP_SUM_INT:
+                x = a_int[a, r]
+                coef_i[prog[k, 3]] += np.uint64(x)
+                coef_f[prog[k, 4]] += np.float64(x)
+                coef_f[prog[k, 5]] += abs(np.float64(x))
+            else:
+                xf = a_flt[a, r]
+                if not np.isfinite(xf):
+                    return -1  # only lanes with trends may take it (inf * 0): the generic path
+                coef_f[prog[k, 4]] += xf
+                coef_f[prog[k, 5]] += abs(xf)
+    # The rows' count: a start in this pane's lane plus the predecessors' counts.
+    for ln in range(lanes):
+        cnt_i[ln] = 0
+        cnt_f[ln] = 0.0
+    # Channels other than the count are written in place: v's own total (B+ reads itself)
+    # is scaled, the other sources added -- a loop whose store may overlap one of its
+    # loads would run unvectorised.
+    p_lo, p_hi = pred_ptr[v], pred_ptr[v + 1]
+    own = False
+    n_src = 0
+    u0 = -1
+    u1 = -1
+    for pp in range(p_lo, p_hi):
+        u = pred_idx[pp]
+        if not _bit(mask, u):
+            continue
+        for ln in range(lanes):
+            cnt_i[ln] += si[u, 0, ln]
+        for ln in range(lanes):
+            cnt_f[ln] += sf[u, 0, ln]
+        if u == v:
+            own = True
+            continue
+        if n_src == 0:
+            u0 = u
+        elif n_src == 1:
+            u1 = u
+        n_src += 1
+    if _bit(start_bits, v):
+        cnt_i[slot] += np.uint64(1)
+        cnt_f[slot] += 1.0
+    alive = False
+    for ln in range(lanes):
+        alive |= cnt_f[ln] > 0.0
+    if not alive:
+        return 0  # no trend reaches these events: every row is zero
+    nu = np.uint64(n)
+    nf = np.float64(n)
+    keep_u = np.uint64(n + 1) if own else np.uint64(1)
+    keep_f = np.float64(n + 1) if own else 1.0
+    for c in range(var_live_i[v, 0]):
+        k = var_live_i[v, c + 1]
+        ck = coef_i[k]
+        if k == 0:
+            for ln in range(lanes):
+                si[v, 0, ln] += nu * cnt_i[ln]
+        elif n_src == 0:
+            for ln in range(lanes):
+                si[v, k, ln] = keep_u * si[v, k, ln] + ck * cnt_i[ln]
+        elif n_src == 1:
+            for ln in range(lanes):
+                si[v, k, ln] = keep_u * si[v, k, ln] + nu * si[u0, k, ln] + ck * cnt_i[ln]
+        elif n_src == 2:
+            for ln in range(lanes):
+                si[v, k, ln] = keep_u * si[v, k, ln] + nu * (si[u0, k, ln] + si[u1, k, ln]) + ck * cnt_i[ln]
+        else:
+            for ln in range(lanes):
+                acc = ck * cnt_i[ln]
+                for pp in range(p_lo, p_hi):
+                    u = pred_idx[pp]
+                    if u != v and _bit(mask, u):
+                        acc += nu * si[u, k, ln]
+                si[v, k, ln] = keep_u * si[v, k, ln] + acc
+    over = False
+    for c in range(var_live_f[v, 0]):
+        k = var_live_f[v, c + 1]
+        ck = coef_f[k]
+        if k == 0:
+            for ln in range(lanes):
+                x = sf[v, 0, ln] + nf * cnt_f[ln]
+                sf[v, 0, ln] = x
+                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        elif n_src == 0:
+            for ln in range(lanes):
+                x = keep_f * sf[v, k, ln] + ck * cnt_f[ln]
+                sf[v, k, ln] = x
+                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        elif n_src == 1:
+            for ln in range(lanes):
+                x = keep_f * sf[v, k, ln] + (nf * sf[u0, k, ln] + ck * cnt_f[ln])
+                sf[v, k, ln] = x
+                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        elif n_src == 2:
+            for ln in range(lanes):
+                x = keep_f * sf[v, k, ln] + (nf * (sf[u0, k, ln] + sf[u1, k, ln]) + ck * cnt_f[ln])
+                sf[v, k, ln] = x
+                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        else:
+            for ln in range(lanes):
+                acc = ck * cnt_f[ln]
+                for pp in range(p_lo, p_hi):
+                    u = pred_idx[pp]
+                    if u != v and _bit(mask, u):
+                        acc += nf * sf[u, k, ln]
+                x = keep_f * sf[v, k, ln] + acc
+                sf[v, k, ln] = x
+                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+    return 1 if over else 0
+
+
 @njit(cache=True, inline="always")
 def _clear_slots(si, sf, first, last, lanes):
     """Empty the type-grained totals' ring slots of panes ``first..last`` (all if that is
@@ -333,6 +531,14 @@ def run_mixed_ring(
     vi = np.zeros((max(1, n_pairs), block, nl_i, lanes), np.uint64)
     vf = np.zeros((max(1, n_pairs), block, nl_f, lanes), np.float64)
     vs = np.zeros((max(1, n_pairs), block), np.bool_)
+    # Batches of one type-grained variable's events update its totals directly (_fused_batch).
+    fusable = _fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr)
+    any_fusable = fusable.any()
+    skip_var = share_var if share_mode == SHARE_TAKE else -1
+    cnt_i = np.zeros(lanes, np.uint64)
+    cnt_f = np.zeros(lanes, np.float64)
+    coef_i = np.zeros(max(1, n_i), np.uint64)
+    coef_f = np.zeros(max(1, n_f), np.float64)
     nvu = np.uint64(nv)
     n_win = win_lo.shape[0]
     w = 0
@@ -428,7 +634,12 @@ def run_mixed_ring(
                     break
             slot = cur % lanes
             nb = 0
-            for e in range(i, j):
+            fused = -1
+            if any_fusable:
+                fused = _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
+                                     a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
+                                     skip_var, slot, lanes, cnt_i, cnt_f, coef_i, coef_f)
+            for e in range(i, j if fused < 0 else i):
                 bits = plays[e]
                 if bits == 0:
                     continue
@@ -505,7 +716,7 @@ def run_mixed_ring(
             # total bounds every tree node of its variable (channel by channel, with the
             # |x|-sum channels bounding signed sums), so the totals are all to watch; a
             # comparison OR-ed over lanes vectorises, a running max would not.
-            over = False
+            over = fused == 1
             for k in range(nb):
                 v = bvar[k]
                 e = bev[k]
