@@ -22,5 +22,8 @@ def _without_refcounts() -> dict:
 
 
 NO_REFCOUNTS = _without_refcounts()
-"""Extra ``njit`` options for helpers that allocate nothing and slice nothing (see
-:func:`_without_refcounts`); compiling one that does fails at its first call."""
+"""Extra ``njit`` options for helpers whose every statement reads or writes single array
+elements (see :func:`_without_refcounts`).  Only for those: a helper that copies a row
+(``out[w] = s[k]``) may need a temporary for some argument types, and then fails to
+compile at the first call with those types ("NRT required but not enabled") -- as the
+generic kernels' ``_emit_window`` did, which is why they keep their reference counts."""

@@ -31,7 +31,6 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS
 
 RESCALE_ABOVE = 2.0**600
 RESCALE_STEP = 600
@@ -178,7 +177,7 @@ def _max_abs(sf):
     return m
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
            prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
            si, sf, sx, sr, bi, bf, bx, bvar):
@@ -235,7 +234,7 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
     return nb > 0
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _run_window(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
                 prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
                 si, sf, sx, sr, exponent, bi, bf, bx, bvar):
@@ -264,7 +263,7 @@ def _run_window(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, sta
     return exponent
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _emit_window(mode, nv, final_bits, x_is_min, si, sf, sx, sr, exponent, w,
                  out_i, out_f, out_x, out_e, out_r):
     """Row ``w`` of the outputs: the finished trends (under any, those ending at a final

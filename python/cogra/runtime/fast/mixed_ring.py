@@ -442,13 +442,17 @@ def _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lane
                     _node_into_node(ti, tf, p, t, parent, i, lanes, live_i, live_f)
 
 
-@njit(cache=True)
-def _save_lanes(ci, cf, cpane, c, si, sf, v, var_live_i, var_live_f, cur):
+@njit(cache=True, **NO_REFCOUNTS)
+def _save_lanes(ci, cf, cpane, c, si, sf, v, var_live_i, var_live_f, cur, lanes):
     """Cache row ``c`` := variable ``v``'s lane totals (live channels), current at pane ``cur``."""
     for q in range(var_live_i[v, 0]):
-        ci[c, q] = si[v, var_live_i[v, q + 1]]
+        k = var_live_i[v, q + 1]
+        for ln in range(lanes):
+            ci[c, q, ln] = si[v, k, ln]
     for q in range(var_live_f[v, 0]):
-        cf[c, q] = sf[v, var_live_f[v, q + 1]]
+        k = var_live_f[v, q + 1]
+        for ln in range(lanes):
+            cf[c, q, ln] = sf[v, k, ln]
     cpane[c] = cur
 
 
@@ -702,10 +706,8 @@ def run_mixed_ring(
                     if blank:
                         continue
                     alive = False
-                    for ln in range(lanes):
-                        if bf[nb, 0, ln] > 0.0:
-                            alive = True
-                            break
+                    for ln in range(lanes):  # no early exit: an OR over lanes vectorises
+                        alive |= bf[nb, 0, ln] > 0.0
                     if alive:
                         _contribute_ring(bi, bf, nb, lanes, prog, op_ptr[v], op_ptr[v + 1], rows[e],
                                          a_int, a_flt, a_valid)
@@ -755,7 +757,7 @@ def run_mixed_ring(
                 failed = True
                 break
             if share_mode == SHARE_SAVE:  # a batch's totals are read at its last position only
-                _save_lanes(ci, cf, cpane, j - 1, si, sf, share_var, var_live_i, var_live_f, cur)
+                _save_lanes(ci, cf, cpane, j - 1, si, sf, share_var, var_live_i, var_live_f, cur, lanes)
             i = j
         if failed:
             for q in range(emit, w2):

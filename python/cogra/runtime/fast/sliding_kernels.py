@@ -41,7 +41,6 @@ import numpy as np
 from numba import njit
 
 from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
-from cogra.runtime.fast.jit import NO_REFCOUNTS
 from cogra.runtime.fast.kernels import _batch
 
 SCALE_ABOVE = 2.0**400
@@ -66,7 +65,7 @@ def _better(a, b, is_min):
 # with a few views per pane and per window those were a third of the kernel's time.
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _clear_row(si, sf, sx, sr, row, x_is_min):
     """Pool row ``row`` := the zero state (no trends, nothing reached)."""
     for q in range(si.shape[1]):
@@ -79,7 +78,7 @@ def _clear_row(si, sf, sx, sr, row, x_is_min):
         sr[row, q] = False
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
     """Rows ``dst .. dst+n-1`` of pool ``b*`` := rows ``src ..`` of pool ``a*`` (may be the
     same pool; the ranges must not overlap)."""
@@ -95,7 +94,7 @@ def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
         be[dst + t] = ae[src + t]
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
     """Map ``m`` := the map of no events: ``T0`` zero, ``L_r`` the basis state of row ``r``."""
     for j in range(nv + 1):
@@ -107,7 +106,7 @@ def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
         mr[m + r + 1, r] = True
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _normalize(sf, row):
     """Scale pool row ``row``'s floats below :data:`SCALE_ABOVE`; the exponent to add, or
     -1 if non-finite."""
@@ -131,7 +130,7 @@ def _normalize(sf, row):
     return shift
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, affine, nv, x_is_min):
     """Row ``o`` of pool ``o*`` := ``G(S)`` (``affine``) or ``G_lin(S)`` (the map without its
     trend starts), for the map at rows ``g ..`` of pool ``g*`` and the state at row ``s`` of
@@ -210,7 +209,7 @@ def _compose(mi, mf, mx, mr, me, g, t, o, nv, x_is_min):
     return True
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,
               final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
               mi, mf, mx, mr, me, m, bi, bf, bx, bvar):
@@ -246,7 +245,7 @@ def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start
     return True
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, out_f, out_x, out_e, out_r):
     """Row ``w`` of the outputs from pool row ``s`` (as :func:`kernels._emit_window`: under
     any, the trends ending at a final variable are added to the finished row now)."""
@@ -271,7 +270,7 @@ def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, o
     out_r[w] = sr[s, fin]
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True)
 def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
     for k in range(out_i.shape[1]):
         out_i[dst, k] = out_i[src, k]
