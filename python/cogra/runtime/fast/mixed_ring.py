@@ -583,7 +583,7 @@ def run_mixed_ring(
                 out_i[emit] = 0
                 out_f[emit] = 0.0
                 for v in range(nv):
-                    if _bit(final_bits, v) == 0:
+                    if _bit(final_bits, v) == 0 or share_mode == SHARE_SAVE:  # a representative's rows are not read
                         continue
                     for k in range(n_i):
                         tot = np.uint64(0)
