@@ -218,6 +218,55 @@ def _fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr):
     return fusable
 
 
+@njit(cache=True, inline="always")
+def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, pred_idx, mask, lanes, watch):
+    """:func:`_fused_batch`'s update of one channel kind (``s`` = ``si`` or ``sf``): in
+    ``v``'s live channels ``s[v] = keep * s[v] + n * (its other sources u0, u1, ...) +
+    coef * cnt`` -- the count channel 0 gains ``n * cnt`` (the sources are in ``cnt``).
+    Returns, if ``watch``, whether a value passed RESCALE_ABOVE.  One loop per case, each
+    storing only where it loads (vectorised)."""
+    over = False
+    for c in range(live[v, 0]):
+        k = live[v, c + 1]
+        ck = coef[k]
+        if k == 0:
+            for ln in range(lanes):
+                x = s[v, 0, ln] + n * cnt[ln]
+                s[v, 0, ln] = x
+                if watch:
+                    over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        elif n_src == 0:
+            for ln in range(lanes):
+                x = keep * s[v, k, ln] + ck * cnt[ln]
+                s[v, k, ln] = x
+                if watch:
+                    over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        elif n_src == 1:
+            for ln in range(lanes):
+                x = keep * s[v, k, ln] + (n * s[u0, k, ln] + ck * cnt[ln])
+                s[v, k, ln] = x
+                if watch:
+                    over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        elif n_src == 2:
+            for ln in range(lanes):
+                x = keep * s[v, k, ln] + (n * (s[u0, k, ln] + s[u1, k, ln]) + ck * cnt[ln])
+                s[v, k, ln] = x
+                if watch:
+                    over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+        else:
+            for ln in range(lanes):
+                acc = ck * cnt[ln]
+                for pp in range(p_lo, p_hi):
+                    u = pred_idx[pp]
+                    if u != v and _bit(mask, u):
+                        acc += n * s[u, k, ln]
+                x = keep * s[v, k, ln] + acc
+                s[v, k, ln] = x
+                if watch:
+                    over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+    return over
+
+
 @njit(cache=True, **NO_REFCOUNTS)
 def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
                  a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
@@ -333,63 +382,10 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
     nf = np.float64(n)
     keep_u = np.uint64(n + 1) if own else np.uint64(1)
     keep_f = np.float64(n + 1) if own else 1.0
-    for c in range(var_live_i[v, 0]):
-        k = var_live_i[v, c + 1]
-        ck = coef_i[k]
-        if k == 0:
-            for ln in range(lanes):
-                si[v, 0, ln] += nu * cnt_i[ln]
-        elif n_src == 0:
-            for ln in range(lanes):
-                si[v, k, ln] = keep_u * si[v, k, ln] + ck * cnt_i[ln]
-        elif n_src == 1:
-            for ln in range(lanes):
-                si[v, k, ln] = keep_u * si[v, k, ln] + nu * si[u0, k, ln] + ck * cnt_i[ln]
-        elif n_src == 2:
-            for ln in range(lanes):
-                si[v, k, ln] = keep_u * si[v, k, ln] + nu * (si[u0, k, ln] + si[u1, k, ln]) + ck * cnt_i[ln]
-        else:
-            for ln in range(lanes):
-                acc = ck * cnt_i[ln]
-                for pp in range(p_lo, p_hi):
-                    u = pred_idx[pp]
-                    if u != v and _bit(mask, u):
-                        acc += nu * si[u, k, ln]
-                si[v, k, ln] = keep_u * si[v, k, ln] + acc
-    over = False
-    for c in range(var_live_f[v, 0]):
-        k = var_live_f[v, c + 1]
-        ck = coef_f[k]
-        if k == 0:
-            for ln in range(lanes):
-                x = sf[v, 0, ln] + nf * cnt_f[ln]
-                sf[v, 0, ln] = x
-                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        elif n_src == 0:
-            for ln in range(lanes):
-                x = keep_f * sf[v, k, ln] + ck * cnt_f[ln]
-                sf[v, k, ln] = x
-                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        elif n_src == 1:
-            for ln in range(lanes):
-                x = keep_f * sf[v, k, ln] + (nf * sf[u0, k, ln] + ck * cnt_f[ln])
-                sf[v, k, ln] = x
-                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        elif n_src == 2:
-            for ln in range(lanes):
-                x = keep_f * sf[v, k, ln] + (nf * (sf[u0, k, ln] + sf[u1, k, ln]) + ck * cnt_f[ln])
-                sf[v, k, ln] = x
-                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        else:
-            for ln in range(lanes):
-                acc = ck * cnt_f[ln]
-                for pp in range(p_lo, p_hi):
-                    u = pred_idx[pp]
-                    if u != v and _bit(mask, u):
-                        acc += nf * sf[u, k, ln]
-                x = keep_f * sf[v, k, ln] + acc
-                sf[v, k, ln] = x
-                over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
+    _fused_channels(si, var_live_i, coef_i, cnt_i, v, nu, keep_u, u0, u1, n_src, p_lo, p_hi, pred_idx, mask,
+                    lanes, False)
+    over = _fused_channels(sf, var_live_f, coef_f, cnt_f, v, nf, keep_f, u0, u1, n_src, p_lo, p_hi, pred_idx,
+                           mask, lanes, True)
     return 1 if over else 0
 
 
