@@ -219,6 +219,15 @@ def _fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr):
 
 
 @njit(cache=True, inline="always")
+def _played(plays, e, skip_var):
+    """The variables event ``e`` plays, but ``skip_var`` (-1: none)."""
+    bits = plays[e]
+    if skip_var >= 0:
+        bits &= ~(np.uint64(1) << np.uint64(skip_var))
+    return bits
+
+
+@njit(cache=True, inline="always")
 def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, pred_idx, mask, lanes, watch):
     """:func:`_fused_batch`'s update of one channel kind (``s`` = ``si`` or ``sf``): in
     ``v``'s live channels ``s[v] = keep * s[v] + n * (its other sources u0, u1, ...) +
@@ -291,9 +300,7 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
     mask = np.uint64(0)
     n = 0
     for e in range(i, j):
-        bits = plays[e]
-        if skip_var >= 0:
-            bits &= ~(np.uint64(1) << np.uint64(skip_var))
+        bits = _played(plays, e, skip_var)
         if bits == 0:
             continue
         if bits & (bits - np.uint64(1)):
@@ -317,9 +324,7 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
     for c in range(coef_f.shape[0]):
         coef_f[c] = 0.0
     for e in range(i, j):
-        bits = plays[e]
-        if skip_var >= 0:
-            bits &= ~(np.uint64(1) << np.uint64(skip_var))
+        bits = _played(plays, e, skip_var)
         if bits == 0:
             continue
         r = rows[e]
