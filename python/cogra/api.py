@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import warnings
 from typing import Any, Iterable
 
@@ -20,6 +21,16 @@ def parse(query: str | Query) -> Query:
     """Parse query text into its syntax tree (QueryError with line/column if it does not parse)."""
     if isinstance(query, Query):
         return query
+    return _parse_text(query)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse_text(query: str) -> Query:
+    """Parsed once per text: a Spark worker evaluates the same query for every partition
+    and chunk (q2 as printed: 16 parses per 1M rows, 5% of the worker's time).  Sharing the
+    tree is safe -- its nodes are frozen, and whoever rewrites a condition's sqlglot
+    expression copies it first (``binding``, ``pushdown``); a text that does not parse
+    raises each time (exceptions are not cached)."""
     from cogra.language import parse as parse_text
 
     return parse_text(query)

@@ -272,3 +272,24 @@ def test_garbage_raises_only_query_errors_with_a_position(atoms: list[str]) -> N
     except QueryError as err:
         assert err.span is not None and 1 <= err.span.line <= len(text.splitlines())
         assert "^" in str(err)
+
+
+def test_cogra_parse_is_cached_and_evaluation_leaves_the_tree_alone() -> None:
+    """``cogra.parse`` hands out one tree per text (a worker parses the same query for
+    every partition); binding, pushdown and evaluation must not change it."""
+    import cogra
+    from cogra.datasets import stock
+    from cogra.examples import Q3
+
+    text = Q3 + "\n\n"
+    tree = cogra.parse(text)
+    assert cogra.parse(text) is tree
+    before = dump(tree)
+    cogra.evaluate(text, stock(300, rate=2.0))
+    cogra.pushdown(text, stock(10).schema)
+    cogra.explain(text)
+    assert dump(cogra.parse(text)) == before == dump(parse(text))
+    with pytest.raises(QueryError):
+        cogra.parse("RETURN COUNT(*) PATTERN")
+    with pytest.raises(QueryError):  # errors are raised again, not cached as values
+        cogra.parse("RETURN COUNT(*) PATTERN")
