@@ -463,9 +463,13 @@ def _load_lanes(si, sf, v, var_live_i, var_live_f, ci, cf, cpane, c, cur, lanes)
     pane to ``cur``: the lanes of panes that expired in between are emptied."""
     if c < 0:
         for q in range(var_live_i[v, 0]):
-            si[v, var_live_i[v, q + 1]] = 0
+            k = var_live_i[v, q + 1]
+            for ln in range(lanes):
+                si[v, k, ln] = 0
         for q in range(var_live_f[v, 0]):
-            sf[v, var_live_f[v, q + 1]] = 0.0
+            k = var_live_f[v, q + 1]
+            for ln in range(lanes):
+                sf[v, k, ln] = 0.0
         return
     # (Lane by lane, not ``ci[..] if c >= 0 else 0``: numba unifies uint64 with an int
     # literal as float64, which rounds counts above 2**53.)
@@ -644,14 +648,14 @@ def run_mixed_ring(
                 fused = _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
                                      a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
                                      skip_var, slot, lanes, cnt_i, cnt_f, coef_i, coef_f)
-            for e in range(i, j if fused < 0 else i):
-                bits = plays[e]
+            for e in range(i, j if fused < 0 else i):  # event by event unless fused
+                bits = _played(plays, e, skip_var)
                 if bits == 0:
                     continue
                 okb = pair_ok[e]
                 d = e - blo
                 for v in range(nv):
-                    if _bit(bits, v) == 0 or (share_mode == SHARE_TAKE and v == share_var):
+                    if _bit(bits, v) == 0:
                         continue
                     # The row is written by its first source (a copy, not a clear and an add).
                     vni = var_live_i[v, 0]
