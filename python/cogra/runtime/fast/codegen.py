@@ -39,6 +39,10 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
+from cogra.runtime.fast.jit import NO_REFCOUNTS
+
+_NO_REFCOUNTS = "".join(f", {k}={v!r}" for k, v in NO_REFCOUNTS.items())
+"""``jit.NO_REFCOUNTS`` as extra ``njit`` arguments in generated source."""
 
 _LOADED: dict[str, object] = {}
 
@@ -503,11 +507,13 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     from cogra.runtime.fast import sliding_kernels
 
     nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
-    w("from cogra.runtime.fast.sliding_kernels import INLINED")
-    for name in ("_clear_row", "_copy_output", "_copy_rows", "_emit_row", "_identity", "_normalize"):
-        w(f"{name} = INLINED[{name!r}]")
+    # Helpers and the generated functions below read and write single elements only:
+    # compiled without reference counts (jit.NO_REFCOUNTS), a call costs no atomic update
+    # per array argument (inlined, it did).
+    w("from cogra.runtime.fast.sliding_kernels import (")
+    w("    _clear_row, _copy_output, _copy_rows, _emit_row, _identity, _normalize)")
     w()
-    w("@njit(cache=True, inline=\"always\")")
+    w(f"@njit(cache=True{_NO_REFCOUNTS})")
     w("def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,")
     w("              final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,")
     w("              mi, mf, mx, mr, me, m, bi, bf, bx, bvar):")
@@ -534,7 +540,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             w("me[row] = exponent + shift")
         w("return True")
     w()
-    w("@njit(cache=True, inline=\"always\")")
+    w(f"@njit(cache=True{_NO_REFCOUNTS})")
     w("def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, affine, nv, x_is_min):")
     with w.block():
         w("eo = ge[g] if affine else 0")
@@ -606,9 +612,9 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         if isinstance(node, ast.FunctionDef) and node.name in ("_compose", "run_sliding"):
             first = min([d.lineno for d in node.decorator_list] + [node.lineno])
             copied = lines[first - 1:node.end_lineno]
-            if node.name == "_compose":  # inlined into run_sliding, as _pane_map and _apply
-                assert copied[0] == "@njit(cache=True)", copied[0]
-                copied[0] = '@njit(cache=True, inline="always")'
+            if node.name == "_compose":  # calls the generated _apply, not the generic one
+                assert copied[0] == "@njit(cache=True, **NO_REFCOUNTS)", copied[0]
+                copied[0] = f"@njit(cache=True{_NO_REFCOUNTS})"
             w.lines.extend(copied)
             w()
 

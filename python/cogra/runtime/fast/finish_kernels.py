@@ -32,6 +32,7 @@ from cogra.runtime.fast.channels import (
     SURELY_TOO_BIG,
     TINY,
 )
+from cogra.runtime.fast.jit import NO_REFCOUNTS
 
 EXACT, BIG, HARD = 0, 1, 2
 """Per slot and key: the value is ``value`` / about ``mantissa * 2**exponent`` / not decided here."""
@@ -101,7 +102,7 @@ def _window(kind, r, bound_raw, approx, r_lo, bound_lo, approx_lo, e):
     return HARD, 0, 0.0, 0
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNTS)
 def _slot_window(slots, j, out_i, out_f, out_e, w):
     kind, ii, fi, bi, ii_lo, fi_lo, bi_lo = (slots[j, 0], slots[j, 1], slots[j, 2], slots[j, 3],
                                              slots[j, 4], slots[j, 5], slots[j, 6])
@@ -165,7 +166,7 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
                 status[j, k] = HARD
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNTS)
 def _double(status, value, mantissa, exponent, k):
     """``(m, p)`` with the value ~ ``m * 2**p``: an exact value correctly rounded (int64 to
     double rounds to nearest even), a big one's approximation."""
@@ -174,7 +175,7 @@ def _double(status, value, mantissa, exponent, k):
     return mantissa[k], exponent[k]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, **NO_REFCOUNTS)
 def _null_or_hard(t_st, n_st, n_val, k):
     """(NULL: no trends, hard: an operand undecided) -- as the numpy rules: a zero count
     makes the row NULL whatever its sum."""

@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
+from cogra.runtime.fast.jit import NO_REFCOUNTS
 from cogra.runtime.fast.kernels import _batch
 
 SCALE_ABOVE = 2.0**400
@@ -62,10 +63,15 @@ def _better(a, b, is_min):
 # consecutive rows (``T0``, then ``L_0 .. L_{nv-1}``) of the map pool, named by its first
 # row; front, zero and window states are rows of the state pool.  Functions take a pool
 # and a row, never a row's view: a view costs two atomic reference-count updates, and
-# with a few views per pane and per window those were a third of the kernel's time.
+# with a few views per pane and per window those were a third of the kernel's time.  For
+# the same reason the helpers that touch single elements only are compiled without
+# reference counts (``jit.NO_REFCOUNTS``): a call with 10-17 array arguments otherwise
+# pays two atomic updates per array, and inlining them (``inline="always"``, used before)
+# keeps those updates.  On 1M stock events sliding every second at 10 events/s they were
+# 40% of the generated kernel (0.80 -> 0.46 s without them).
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _clear_row(si, sf, sx, sr, row, x_is_min):
     """Pool row ``row`` := the zero state (no trends, nothing reached)."""
     for q in range(si.shape[1]):
@@ -78,7 +84,7 @@ def _clear_row(si, sf, sx, sr, row, x_is_min):
         sr[row, q] = False
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
     """Rows ``dst .. dst+n-1`` of pool ``b*`` := rows ``src ..`` of pool ``a*`` (may be the
     same pool; the ranges must not overlap)."""
@@ -94,7 +100,7 @@ def _copy_rows(ai, af, ax, ar, ae, src, bi, bf, bx, br, be, dst, n):
         be[dst + t] = ae[src + t]
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
     """Map ``m`` := the map of no events: ``T0`` zero, ``L_r`` the basis state of row ``r``."""
     for j in range(nv + 1):
@@ -106,7 +112,7 @@ def _identity(mi, mf, mx, mr, me, m, nv, x_is_min):
         mr[m + r + 1, r] = True
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _normalize(sf, row):
     """Scale pool row ``row``'s floats below :data:`SCALE_ABOVE`; the exponent to add, or
     -1 if non-finite."""
@@ -130,7 +136,7 @@ def _normalize(sf, row):
     return shift
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, affine, nv, x_is_min):
     """Row ``o`` of pool ``o*`` := ``G(S)`` (``affine``) or ``G_lin(S)`` (the map without its
     trend starts), for the map at rows ``g ..`` of pool ``g*`` and the state at row ``s`` of
@@ -198,7 +204,7 @@ def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, aff
     return -1 if shift < 0 else eo + shift
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _compose(mi, mf, mx, mr, me, g, t, o, nv, x_is_min):
     """Map ``o`` := ``G o T`` for maps ``g`` and ``t`` of the pool; False if non-finite."""
     for j in range(nv + 1):
@@ -245,7 +251,7 @@ def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, out_f, out_x, out_e, out_r):
     """Row ``w`` of the outputs from pool row ``s`` (as :func:`kernels._emit_window`: under
     any, the trends ending at a final variable are added to the finished row now)."""
@@ -270,7 +276,7 @@ def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, o
     out_r[w] = sr[s, fin]
 
 
-@njit(cache=True)
+@njit(cache=True, **NO_REFCOUNTS)
 def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
     for k in range(out_i.shape[1]):
         out_i[dst, k] = out_i[src, k]
@@ -280,12 +286,6 @@ def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
         out_x[dst, k] = out_x[src, k]
     out_e[dst] = out_e[src]
     out_r[dst] = out_r[src]
-
-
-INLINED = {f.__name__: njit(inline="always")(f.py_func)
-           for f in (_clear_row, _copy_rows, _identity, _normalize, _emit_row, _copy_output)}
-"""The helpers above, inlined where called: the generated kernels use these (~10% faster
-there), the generic kernel calls them (inlined, its larger loop body ran ~15% slower)."""
 
 
 @njit(cache=True)
