@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         from pathlib import Path
 
+        Path(args.out).mkdir(parents=True, exist_ok=True)
         Path(args.out, "kernels.md").write_text(text)
     return 0
 
