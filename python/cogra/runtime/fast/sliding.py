@@ -107,7 +107,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
         fast.mode, times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
         fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-        seg, k, lo.astype(np.int64), hi.astype(np.int64), slide, panes,
+        seg, k, np.asarray(lo, np.int64), np.asarray(hi, np.int64), slide, panes,
         fast._max_batch(times, subs.bits), _max_panes(times // slide, subs.seg_ptr, panes),
         out.i, out.f, out.x, out.e, out.r, seg_done,
     )
@@ -128,9 +128,18 @@ def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
     windows come by segment with ``k`` ascending (the order both kernels walk them in)."""
     seg = np.asarray(seg, np.int64)
     k = np.asarray(start, np.int64) // slide
-    if len(seg) > 1 and not np.all((np.diff(seg) > 0) | ((np.diff(seg) == 0) & (np.diff(k) > 0))):
+    if not _walk_ordered(seg, k):
         return None, None
     return seg, k
+
+
+@njit(cache=True)
+def _walk_ordered(seg, k):
+    """Segments ascend, and ``k`` ascends within a segment (one pass, no temporaries)."""
+    for w in range(1, seg.shape[0]):
+        if seg[w] < seg[w - 1] or (seg[w] == seg[w - 1] and k[w] <= k[w - 1]):
+            return False
+    return True
 
 
 def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
@@ -150,7 +159,7 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     seg, k = _in_walk_order(seg, start, slide)
     if seg is None:
         return None
-    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
     panes = size // slide
     n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
     ring_span = _max_live_span(engine.time_np[subs.rows] // slide, subs.seg_ptr, panes) if RING else 0
