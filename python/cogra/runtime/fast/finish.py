@@ -482,13 +482,16 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
     slots = np.array([_slot_row(chan.slot_map[idx]) for idx in needed], np.int64).reshape(-1, 7)
-    decoded = (np.empty((len(needed), n), np.int8), np.empty((len(needed), n), np.int64),
-               np.empty((len(needed), n), np.float64), np.empty((len(needed), n), np.int64))
+    # Value (where EXACT) and mantissa (elsewhere) share one buffer; exponents fit int32.
+    value = np.empty((len(needed), n), np.int64)
+    decoded = (np.empty((len(needed), n), np.int8), value, value.view(np.float64),
+               np.empty((len(needed), n), np.int32))
     fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
     row_of = {idx: j for j, idx in enumerate(needed)}
 
     def slot(idx: int) -> tuple[np.ndarray, ...]:
-        """(status, value, mantissa, exponent) per key."""
+        """(status, value, mantissa, exponent) per key; the value is meaningful where the
+        status is EXACT, the mantissa and exponent where it is BIG."""
         return tuple(a[row_of[idx]] for a in decoded)
 
     extremes = None

@@ -117,7 +117,10 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
 
     ``slots[j]`` = (kind, i, f, bound f, and a split sum's low limb's i, f, bound f);
     key ``k`` holds windows ``windows[first[k]:first[k+1]]`` (``first`` has one more
-    entry than keys); the results land in ``status[j, k]`` etc.
+    entry than keys); the results land in ``status[j, k]`` etc.  ``value[j, k]`` is
+    written only where the status is EXACT and ``mantissa[j, k]`` only where it is not
+    (0.0 where HARD), so the two may be one buffer (int64 and its float64 view): the
+    finish reads each by the status, and saves a third of this pass's fresh memory.
 
     One window: its own value.  Several (sub-streams merged into one output row): exact
     if all are and the int64 sum stays below 2**62; big if none is undecided, the sum of
@@ -130,7 +133,11 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
             w = windows[lo]
             for j in range(slots.shape[0]):
                 s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
-                status[j, k], value[j, k], mantissa[j, k], exponent[j, k] = s, v, m, p
+                status[j, k], exponent[j, k] = s, p
+                if s == EXACT:
+                    value[j, k] = v
+                else:
+                    mantissa[j, k] = m
             continue
         for j in range(slots.shape[0]):
             all_exact = True
@@ -154,7 +161,7 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
                     x = math.ldexp(m, p)
                 approx += x
                 magnitude += abs(x)
-            value[j, k], mantissa[j, k], exponent[j, k] = 0, 0.0, 0
+            value[j, k], mantissa[j, k], exponent[j, k] = 0, 0.0, 0  # (one buffer or two)
             if undecided:
                 status[j, k] = HARD
             elif all_exact:
