@@ -31,6 +31,7 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
+from cogra.runtime.fast.jit import NO_REFCOUNTS
 
 RESCALE_ABOVE = 2.0**600
 RESCALE_STEP = 600
@@ -281,6 +282,19 @@ def _emit_window(mode, nv, final_bits, x_is_min, si, sf, sx, sr, exponent, w,
     out_r[w] = sr[fin]
 
 
+@njit(cache=True, **NO_REFCOUNTS)
+def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
+    """Output row ``dst`` := output row ``src``."""
+    for k in range(out_i.shape[1]):
+        out_i[dst, k] = out_i[src, k]
+    for k in range(out_f.shape[1]):
+        out_f[dst, k] = out_f[src, k]
+    for k in range(out_x.shape[1]):
+        out_x[dst, k] = out_x[src, k]
+    out_e[dst] = out_e[src]
+    out_r[dst] = out_r[src]
+
+
 @njit(cache=True)
 def run_windows(
     mode,  # 0 any (type-grained), 1 next, 2 contiguous
@@ -303,6 +317,11 @@ def run_windows(
     bx = np.zeros((max_batch, n_x), np.int64)
     bvar = np.zeros(max_batch, np.int64)
     for w in range(win_lo.shape[0]):
+        if w > 0 and win_lo[w] == win_lo[w - 1] and win_hi[w] == win_hi[w - 1]:
+            # The same events as the previous window (a sparse sub-stream under a sliding
+            # window): the same result.
+            _copy_output(out_i, out_f, out_x, out_e, out_r, w - 1, w)
+            continue
         for r in range(nv + 1):
             _reset_row(si, sf, sx, r, x_is_min)
             sr[r] = False

@@ -42,7 +42,7 @@ from numba import njit
 
 from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
 from cogra.runtime.fast.jit import NO_REFCOUNTS
-from cogra.runtime.fast.kernels import _batch
+from cogra.runtime.fast.kernels import _batch, _copy_output
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
@@ -274,18 +274,6 @@ def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, o
         out_x[w, k] = sx[s, fin, k]
     out_e[w] = se[s]
     out_r[w] = sr[s, fin]
-
-
-@njit(cache=True, **NO_REFCOUNTS)
-def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
-    for k in range(out_i.shape[1]):
-        out_i[dst, k] = out_i[src, k]
-    for k in range(out_f.shape[1]):
-        out_f[dst, k] = out_f[src, k]
-    for k in range(out_x.shape[1]):
-        out_x[dst, k] = out_x[src, k]
-    out_e[dst] = out_e[src]
-    out_r[dst] = out_r[src]
 
 
 @njit(cache=True)
