@@ -114,11 +114,12 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     rank[ranked] = np.arange(len(groups))
     seg_rank = rank[seg_gid]  # per segment (few), not per window
     reached = np.flatnonzero(out.r)
-    if len(reached) < len(out.r):  # else every window: no gathers by ``reached``
+    some_unreached = len(reached) < len(out.r)  # else no gathers by ``reached``
+    if some_unreached:
         seg, start = seg[reached], start[reached]
     gid = seg_rank[seg] if len(groups) else np.zeros(0, np.int64)
     by_key = np.lexsort((gid, start))
-    windows = reached[by_key] if len(reached) < len(out.r) else by_key
+    windows = reached[by_key] if some_unreached else by_key
     s, g = start[by_key], gid[by_key]
     new = np.ones(len(windows), bool)
     new[1:] = (s[1:] != s[:-1]) | (g[1:] != g[:-1])
