@@ -46,6 +46,7 @@ from pyspark.sql.udtf import (
 
 import cogra
 from cogra.errors import CograError
+from cogra.spark.worker_heap import retain_freed_memory
 
 FUNCTION_NAME = "MATCH_TREND"
 #: Alias of the pushed-down row filter among the selected input columns; the shim turns it
@@ -369,6 +370,7 @@ def make_map_function(analyze_result: bytes, options: str):
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_live_objects()
+        retain_freed_memory()
         evaluator = _Evaluator(result, on_overflow, drop=user_keys)
         it = iter(batches)
         if not user_keys and streaming_enabled():
@@ -495,6 +497,7 @@ class MatchTrendUDTF:
         if analyze_result is None:
             raise RuntimeError(f"{FUNCTION_NAME} must be analyzed before it is evaluated")
         freeze_live_objects()
+        retain_freed_memory()
         self._evaluator = _Evaluator(analyze_result, self.on_overflow)
         self._batches: list[pa.RecordBatch] = []
 
