@@ -54,8 +54,9 @@ FUNCTION_NAME = "MATCH_TREND"
 FILTER_ALIAS = "__cogra_filter__"
 #: Prefix of the columns the shim adds for a user's ``PARTITION BY`` expressions.
 KEY_PREFIX = "__cogra_pk_"
-#: Evaluate at least this many rows at a time (whole key groups), see _ChunkedEvaluator.
-CHUNK_ROWS = 1 << 17
+#: Evaluate at least this many rows at a time (whole key groups; a streamed partition is
+#: pushed in chunks of this size), see _ChunkedEvaluator.
+CHUNK_ROWS = 1 << 15
 
 USAGE = (
     f"{FUNCTION_NAME}(TABLE(t), 'RETURN ... PATTERN ...' "
@@ -306,6 +307,13 @@ class _ChunkedEvaluator:
     complete groups before the last boundary are evaluated together and their result rows
     emitted, the rest is kept. Memory is bounded by CHUNK_ROWS plus the largest key group
     (the engine evaluates a group from a table; it has no incremental API yet).
+
+    Chunks are small so that the engine works on one while the JVM encodes the next
+    batches into the socket (a task's JVM side waits for Python only on its last chunk):
+    with 32k-row chunks instead of 131k, MATCH_TREND's time on one core fell 4.5-12%
+    (q1 4.5%, q1 tumbling 5.5%, q3 6%, q2 7%, q2 tumbling 12%: medians of five to eight
+    interleaved runs in one Spark session).  8k-row chunks were no better: there the
+    engine's per-call costs start to show.
     """
 
     def __init__(self, evaluator: _Evaluator, key_columns: Sequence[str],
