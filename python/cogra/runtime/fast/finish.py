@@ -123,9 +123,12 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     s, g = start[by_key], gid[by_key]
     new = np.ones(len(windows), bool)
     new[1:] = (s[1:] != s[:-1]) | (g[1:] != g[:-1])
+    ordered_groups = [groups[i] for i in ranked]
+    if new.all():  # a window per key (sub-streams are the output groups): no gathers
+        first = np.arange(len(windows))
+        return Keyed(s, g, first, windows, first, ordered_groups)
     first = np.flatnonzero(new)
-    return Keyed(s[first], g[first], first, windows, np.cumsum(new) - 1,
-                 [groups[i] for i in ranked])
+    return Keyed(s[first], g[first], first, windows, np.cumsum(new) - 1, ordered_groups)
 
 
 def merged_extremes(keyed: Keyed, out: KernelOut, x_is_min: np.ndarray) -> np.ndarray:
@@ -616,6 +619,11 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     if overflow.any() and on_overflow == "error":
         return None
     keep = ~undecided
+    every = not undecided.any()  # then no copies by ``keep`` (a sliding result has millions of rows)
+
+    def kept(a: np.ndarray) -> np.ndarray:
+        return a if every else a[keep]
+
     arrays: list[pa.Array] = []
     group_of_item = {i: j for j, i in enumerate(ctx.group_item_positions) if i >= 0}
     for i, (item, c) in enumerate(zip(q.returns, cols)):
@@ -623,15 +631,15 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
         if c is None:
             j = group_of_item[i]
             distinct = pa.array([g[j] for g in keyed.groups], type=typ)
-            arrays.append(distinct.take(pa.array(keyed.gid[keep])))
+            arrays.append(distinct.take(pa.array(kept(keyed.gid))))
             continue
-        null = (c.null | c.overflow)[keep]
+        null = kept(c.null | c.overflow)
         if isinstance(c.values, (pa.Array, pa.ChunkedArray)):
-            vals = c.values.filter(pa.array(keep))
+            vals = c.values if every else c.values.filter(pa.array(keep))
             arrays.append(pc.if_else(pa.array(null), pa.scalar(None, typ), vals) if null.any() else vals)
         else:
-            arrays.append(pa.array(c.values[keep], mask=null, type=typ))
-    starts = keyed.start[keep]
+            arrays.append(pa.array(kept(c.values), mask=null if null.any() else None, type=typ))
+    starts = kept(keyed.start)
     if q.window is not None:
         wtype = schema.field("window_start").type
         arrays += [_window_array(starts, wtype), _window_array(starts + int(ctx.window_size), wtype)]
@@ -648,7 +656,7 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     # build_table orders its rows by (window start, group), as the keys are ordered.
     order_slow = np.lexsort((keyed.gid[slow], keyed.start[slow]))
     all_start = np.concatenate([starts, keyed.start[slow][order_slow][:extra.num_rows]])
-    all_gid = np.concatenate([keyed.gid[keep], keyed.gid[slow][order_slow][:extra.num_rows]])
+    all_gid = np.concatenate([kept(keyed.gid), keyed.gid[slow][order_slow][:extra.num_rows]])
     merged = pa.concat_tables([table, extra.cast(table.schema)])
     return merged.take(pa.array(np.lexsort((all_gid, all_start)))).combine_chunks()
 
