@@ -248,6 +248,9 @@ class Engine:
             type_of = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False)
 
             def rows_of(wanted: set) -> np.ndarray:
+                codes = [i for i, n in enumerate(names) if n in wanted]
+                if len(codes) == 1:  # one comparison pass, ~10x cheaper than a gather
+                    return type_of == codes[0]
                 lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
                 return lookup[type_of]
 
