@@ -7,8 +7,8 @@ as large blocks are freed) are unmapped, and the heap's top is trimmed beyond tw
 -- so the next task of the same reused worker (``spark.python.worker.reuse``, on by
 default) takes a page fault on every 4 KB page again, and the kernel clears each one.
 Measured on q2 in a ``local[1]`` session (1M rows, 8 partitions): ~26k faults per query
-in the workers, against ~400 with the thresholds below; the worker's system time fell
-from 0.05-0.17 s to 0.01-0.04 s per query.
+in the workers, against ~1.5k with the thresholds below (q3: ~16.5k against ~750); the
+workers' system time fell from 0.05-0.17 s to 0.01-0.04 s per query.
 
 The thresholds are set once per worker process (``mallopt``), glibc only: up to
 :data:`MMAP_THRESHOLD` an array comes from the heap, and up to :data:`TRIM_THRESHOLD`
