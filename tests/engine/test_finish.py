@@ -77,6 +77,26 @@ def test_overflow_raises_the_row_paths_error() -> None:
         cogra.evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 100 seconds SLIDE 10 seconds", table)
 
 
+def test_undecided_windows_take_the_row_path_among_decided_ones(monkeypatch) -> None:
+    # x = +1, -1, ...: a long window's SUM is 2**(n-1) * 0 -- its |x|-bound is huge, the
+    # residue cannot tell (a cancellation): undecided, re-run exactly; short windows decide.
+    n = 130
+    table = pa.table({"type": ["A"] * n, "time": list(range(n)), "x": [1 - 2 * (i % 2) for i in range(n)]})
+    query = "RETURN SUM(A.x), COUNT(*) PATTERN A+ WITHIN 100 seconds SLIDE 10 seconds"
+    slow: list[int] = []
+    original = finish._row_path_table
+
+    def spy(engine, fast, subs, wins, out, keyed, keys, *rest):
+        slow.append(len(keys))
+        return original(engine, fast, subs, wins, out, keyed, keys, *rest)
+
+    monkeypatch.setattr(finish, "_row_path_table", spy)
+    columnar, rows = both_paths(query, table, on_overflow="null")
+    assert slow and 0 < slow[0] < columnar.num_rows  # some keys each way
+    assert columnar.equals(rows)
+    assert columnar.column("SUM(A.x)").to_pylist() == [0] * columnar.num_rows
+
+
 def test_average_ties_round_to_even() -> None:
     # (a + b) / 2 is often exactly half-way between two doubles: the quotient must be
     # rounded as Fraction -> float does (to even), not as a double division would.
