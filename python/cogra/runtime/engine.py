@@ -90,6 +90,10 @@ def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.nda
     representative row per code (to read the key's values back)."""
     if not names:
         return np.zeros(table.num_rows, np.int64), np.zeros(min(1, table.num_rows), np.int64)
+    if len(names) == 1:
+        grouped = _sorted_integer_codes(table.column(names[0]))
+        if grouped is not None:
+            return grouped
     combined = np.zeros(table.num_rows, np.int64)
     radix = 1
     for name in names:
@@ -112,6 +116,22 @@ def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.nda
     dense = np.full(radix, -1, np.int64)
     dense[present] = np.arange(len(present))
     return dense[combined], seen[present]
+
+
+def _sorted_integer_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`key_codes` of one integer column without NULLs whose values never decrease --
+    as Spark hands a partition over, sorted by its keys -- without hashing: a code per run
+    of equal values (first appearance is ascending order, so the codes are the same).
+    None for any other column."""
+    if not pa.types.is_integer(col.type) or col.null_count or len(col) == 0:
+        return None
+    values = col.to_numpy()
+    if not bool(np.all(values[1:] >= values[:-1])):  # (comparisons: a difference could wrap)
+        return None
+    new = np.empty(len(values), bool)
+    new[0] = True
+    np.not_equal(values[1:], values[:-1], out=new[1:])
+    return np.cumsum(new) - 1, np.flatnonzero(new)
 
 
 def _stable_order(codes: np.ndarray, k: int) -> np.ndarray:
