@@ -377,8 +377,7 @@ def make_map_function(analyze_result: bytes, options: str):
     on_overflow = opts.get("on_overflow", "error")
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        freeze_live_objects()
-        retain_freed_memory()
+        start_task()
         evaluator = _Evaluator(result, on_overflow, drop=user_keys)
         it = iter(batches)
         if not user_keys and streaming_enabled():
@@ -393,6 +392,14 @@ def make_map_function(analyze_result: bytes, options: str):
         yield from chunks.finish()
 
     return run
+
+
+def start_task() -> None:
+    """What a task does first in a (reused) Python worker, on either route: freeze the
+    live objects out of the per-task garbage collection and keep the heap the previous
+    task freed (:func:`cogra.spark.worker_heap.retain_freed_memory`, once per process)."""
+    freeze_live_objects()
+    retain_freed_memory()
 
 
 def freeze_live_objects() -> None:
@@ -504,8 +511,7 @@ class MatchTrendUDTF:
     def __init__(self, analyze_result: CograAnalyzeResult | None = None):
         if analyze_result is None:
             raise RuntimeError(f"{FUNCTION_NAME} must be analyzed before it is evaluated")
-        freeze_live_objects()
-        retain_freed_memory()
+        start_task()
         self._evaluator = _Evaluator(analyze_result, self.on_overflow)
         self._batches: list[pa.RecordBatch] = []
 
