@@ -33,3 +33,14 @@ def no_reuse_of_cached_kernels():
     codegen.REUSE_COMPILED = False
     yield
     codegen.REUSE_COMPILED = True
+
+
+@pytest.fixture(autouse=True, scope="session")
+def poisoned_ring_cache():
+    """The ring kernel's shared cache is left uninitialised in production; in tests it is
+    full of garbage, so a read of a row no batch wrote changes results (shared_rows)."""
+    from cogra.runtime.fast import shared_rows
+
+    shared_rows.RING_CACHE_POISON = True
+    yield
+    shared_rows.RING_CACHE_POISON = False

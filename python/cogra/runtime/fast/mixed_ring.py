@@ -63,19 +63,31 @@ def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
 # ~10% of its time in NRT_incref/NRT_decref.
 
 @njit(cache=True, inline="always")
-def _catch_up(ti, tf, ts, p, t, a, cur, lanes, ni, nf):
-    """Bring node ``a`` of tree ``(p, t)`` to ring pane ``cur``: the slots of the panes
-    since its last visit held expired panes, so they are emptied first."""
+def _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf):
+    """Bring node ``a`` of tree ``(p, t)`` to ring pane ``cur`` (whose slot is ``cur_slot``):
+    the slots of the panes since its last visit held expired panes, so they are emptied
+    first.  The slots are walked from ``cur_slot`` backwards, not by ``q % lanes`` per pane:
+    a traversal visits ~10 nodes, most of them stale, and a 64-bit division per stale pane
+    made the ring's trees ~15% slower (q3's representatives)."""
     last = ts[p, t, a]
     if last != cur:
         ts[p, t, a] = cur
-        first = last + 1 if cur - last < lanes else cur - lanes + 1
-        for q in range(first, cur + 1):
-            ln = q % lanes
+        n = cur - last
+        if n >= lanes:
+            for c in range(ni):
+                for ln in range(lanes):
+                    ti[p, t, a, c, ln] = 0
+            for c in range(nf):
+                for ln in range(lanes):
+                    tf[p, t, a, c, ln] = 0.0
+            return
+        ln = cur_slot
+        for _ in range(n):
             for c in range(ni):
                 ti[p, t, a, c, ln] = 0
             for c in range(nf):
                 tf[p, t, a, c, ln] = 0.0
+            ln = ln - 1 if ln > 0 else lanes - 1
 
 
 @njit(cache=True, **NO_REFCOUNTS)
@@ -84,8 +96,9 @@ def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one)
     alone if ``one`` (the ``=`` buckets) -- caught up to ring pane ``cur``."""
     ni = live_i[p, 0]
     nf = live_f[p, 0]
+    cur_slot = cur % lanes
     while a > 0:
-        _catch_up(ti, tf, ts, p, t, a, cur, lanes, ni, nf)
+        _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf)
         for c in range(ni):
             k = live_i[p, c + 1]
             for ln in range(lanes):
@@ -105,8 +118,9 @@ def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, 
     up to ``m``, unless ``one``), caught up to ring pane ``cur``."""
     ni = live_i[p, 0]
     nf = live_f[p, 0]
+    cur_slot = cur % lanes
     while a <= m:
-        _catch_up(ti, tf, ts, p, t, a, cur, lanes, ni, nf)
+        _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf)
         for c in range(ni):
             k = live_i[p, c + 1]
             for ln in range(lanes):
@@ -228,37 +242,64 @@ def _played(plays, e, skip_var):
 
 
 @njit(cache=True, inline="always")
+def _is_live(live, u, k):
+    """Whether channel ``k`` is one of variable ``u``'s live channels (``live[u]`` =
+    ``[n, channel_1, ..]``): elsewhere u's totals are zero."""
+    for c in range(live[u, 0]):
+        if live[u, c + 1] == k:
+            return True
+    return False
+
+
+@njit(cache=True, inline="always")
 def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, pred_idx, mask, lanes, watch):
     """:func:`_fused_batch`'s update of one channel kind (``s`` = ``si`` or ``sf``): in
     ``v``'s live channels ``s[v] = keep * s[v] + n * (its other sources u0, u1, ...) +
     coef * cnt`` -- the count channel 0 gains ``n * cnt`` (the sources are in ``cnt``).
+    A source that is not live in a channel adds zero there and is not read (q3: B's
+    predecessor A carries counts only, so B's 9 other channels read B's own totals alone).
     Returns, if ``watch``, whether a value passed RESCALE_ABOVE.  One loop per case, each
     storing only where it loads (vectorised)."""
     over = False
     for c in range(live[v, 0]):
         k = live[v, c + 1]
         ck = coef[k]
+        # The sources live in channel k (when there are at most two of them).
+        a0 = -1
+        a1 = -1
+        n_here = n_src
+        if k != 0 and n_src <= 2:
+            n_here = 0
+            if n_src >= 1 and _is_live(live, u0, k):
+                a0 = u0
+                n_here = 1
+            if n_src == 2 and _is_live(live, u1, k):
+                if n_here == 0:
+                    a0 = u1
+                else:
+                    a1 = u1
+                n_here += 1
         if k == 0:
             for ln in range(lanes):
                 x = s[v, 0, ln] + n * cnt[ln]
                 s[v, 0, ln] = x
                 if watch:
                     over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        elif n_src == 0:
+        elif n_here == 0:
             for ln in range(lanes):
                 x = keep * s[v, k, ln] + ck * cnt[ln]
                 s[v, k, ln] = x
                 if watch:
                     over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        elif n_src == 1:
+        elif n_here == 1:
             for ln in range(lanes):
-                x = keep * s[v, k, ln] + (n * s[u0, k, ln] + ck * cnt[ln])
+                x = keep * s[v, k, ln] + (n * s[a0, k, ln] + ck * cnt[ln])
                 s[v, k, ln] = x
                 if watch:
                     over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
-        elif n_src == 2:
+        elif n_here == 2:
             for ln in range(lanes):
-                x = keep * s[v, k, ln] + (n * (s[u0, k, ln] + s[u1, k, ln]) + ck * cnt[ln])
+                x = keep * s[v, k, ln] + (n * (s[a0, k, ln] + s[a1, k, ln]) + ck * cnt[ln])
                 s[v, k, ln] = x
                 if watch:
                     over |= (x > RESCALE_ABOVE) | (x < -RESCALE_ABOVE)
@@ -542,8 +583,16 @@ def run_mixed_ring(
     vs = np.zeros((max(1, n_pairs), block), np.bool_)
     # Batches of one type-grained variable's events update its totals directly (_fused_batch).
     fusable = _fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr)
-    any_fusable = fusable.any()
     skip_var = share_var if share_mode == SHARE_TAKE else -1
+    # Only a variable some event plays can fuse (a representative's events play its kept
+    # variable only: no batch of it is offered to _fused_batch).
+    played = np.uint64(0)
+    for e in range(n_pos):
+        played |= _played(plays, e, skip_var)
+    any_fusable = False
+    for v in range(nv):
+        if fusable[v] and _bit(played, v):
+            any_fusable = True
     cnt_i = np.zeros(lanes, np.uint64)
     cnt_f = np.zeros(lanes, np.float64)
     coef_i = np.zeros(max(1, n_i), np.uint64)

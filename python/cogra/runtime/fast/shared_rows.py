@@ -52,6 +52,10 @@ ENABLED = True
 RING_CACHE_MAX_BYTES = 1 << 28
 """The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
 the representatives) must fit in this; beyond it nothing is shared."""
+RING_CACHE_POISON = False
+"""Tests fill the ring kernel's cache with garbage (NaN floats, a wild count, a pane far in
+the past) before the representatives run, so that a read of a row no batch wrote shows in
+the results instead of reading zeros by luck."""
 
 
 @dataclass
@@ -119,10 +123,20 @@ class RingShare:
 
     @classmethod
     def cache(cls, fast: Any, var: int, n_rows: int, lanes: int) -> "RingShare":
-        """An empty cache of ``n_rows`` rows for variable ``var``'s live channels."""
+        """A cache of ``n_rows`` rows for variable ``var``'s live channels, *uninitialised*:
+        the ring kernel writes the last row of every batch it runs, and rows are read only
+        where :func:`_last_total_before` points, which is always such a row.  (Zeroing
+        ~1 KB per event costs a memset of the whole cache in a worker that reuses its heap:
+        15 MB per 32k-row chunk of q3.)  Tests fill it with :data:`RING_CACHE_POISON`."""
         n_i, n_f = int(fast.var_live_i[var, 0]), int(fast.var_live_f[var, 0])
-        return cls(var, SHARE_SAVE, np.zeros(1, np.int64), np.zeros((n_rows, max(1, n_i), lanes), np.uint64),
-                   np.zeros((n_rows, max(1, n_f), lanes), np.float64), np.zeros(n_rows, np.int64))
+        ci = np.empty((n_rows, max(1, n_i), lanes), np.uint64)
+        cf = np.empty((n_rows, max(1, n_f), lanes), np.float64)
+        cpane = np.empty(n_rows, np.int64)
+        if RING_CACHE_POISON:
+            ci.fill(np.uint64(0xDEADBEEFDEADBEEF))
+            cf.fill(np.nan)
+            cpane.fill(np.iinfo(np.int64).min // 2)
+        return cls(var, SHARE_SAVE, np.zeros(1, np.int64), ci, cf, cpane)
 
     def taking(self, take_at: np.ndarray) -> "RingShare":
         return RingShare(self.var, SHARE_TAKE, take_at, self.ci, self.cf, self.cpane)
@@ -346,5 +360,5 @@ def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     return out
 
 
-__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "Groups", "RingShare", "Share", "groups", "run_raw",
+__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "RING_CACHE_POISON", "Groups", "RingShare", "Share", "groups", "run_raw",
            "run_ring", "shared_variable"]
