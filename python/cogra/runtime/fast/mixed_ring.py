@@ -63,31 +63,37 @@ def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
 # ~10% of its time in NRT_incref/NRT_decref.
 
 @njit(cache=True, inline="always")
+def _clear_node_slots(ti, tf, p, t, a, lo, hi, ni, nf):
+    """Empty slots ``lo..hi-1`` of node ``a`` of tree ``(p, t)`` (contiguous stores)."""
+    for c in range(ni):
+        for ln in range(lo, hi):
+            ti[p, t, a, c, ln] = 0
+    for c in range(nf):
+        for ln in range(lo, hi):
+            tf[p, t, a, c, ln] = 0.0
+
+
+@njit(cache=True, inline="always")
 def _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf):
     """Bring node ``a`` of tree ``(p, t)`` to ring pane ``cur`` (whose slot is ``cur_slot``):
     the slots of the panes since its last visit held expired panes, so they are emptied
-    first.  The slots are walked from ``cur_slot`` backwards, not by ``q % lanes`` per pane:
-    a traversal visits ~10 nodes, most of them stale, and a 64-bit division per stale pane
-    made the ring's trees ~15% slower (q3's representatives)."""
+    first.  Those slots end at ``cur_slot`` and wrap around at most once: one or two
+    contiguous ranges, not a ``q % lanes`` per pane -- a traversal visits ~10 nodes, most
+    of them stale, and a 64-bit division per stale pane made the ring's trees ~15% slower
+    (q3's representatives)."""
     last = ts[p, t, a]
     if last != cur:
         ts[p, t, a] = cur
         n = cur - last
         if n >= lanes:
-            for c in range(ni):
-                for ln in range(lanes):
-                    ti[p, t, a, c, ln] = 0
-            for c in range(nf):
-                for ln in range(lanes):
-                    tf[p, t, a, c, ln] = 0.0
+            _clear_node_slots(ti, tf, p, t, a, 0, lanes, ni, nf)
             return
-        ln = cur_slot
-        for _ in range(n):
-            for c in range(ni):
-                ti[p, t, a, c, ln] = 0
-            for c in range(nf):
-                tf[p, t, a, c, ln] = 0.0
-            ln = ln - 1 if ln > 0 else lanes - 1
+        first = cur_slot - n + 1
+        if first >= 0:
+            _clear_node_slots(ti, tf, p, t, a, first, cur_slot + 1, ni, nf)
+        else:
+            _clear_node_slots(ti, tf, p, t, a, 0, cur_slot + 1, ni, nf)
+            _clear_node_slots(ti, tf, p, t, a, first + lanes, lanes, ni, nf)
 
 
 @njit(cache=True, **NO_REFCOUNTS)
@@ -485,6 +491,46 @@ def _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lane
 
 
 @njit(cache=True, **NO_REFCOUNTS)
+def _shift_stored(vi, vf, vs, n_pairs, shift, n_live, times, live_lo, slide, cur, lanes, live_i, live_f):
+    """A new rank block from position ``live_lo`` (``shift`` positions on): the stored
+    vectors of its ``n_live`` live positions move to the front, their slots of the panes
+    that expired since their insert emptied -- ``cur - pane`` slots ending at ``cur``'s,
+    one or two contiguous ranges (as :func:`_catch_up`)."""
+    cur_slot = cur % lanes
+    for p in range(n_pairs):
+        ni = live_i[p, 0]
+        nf = live_f[p, 0]
+        for d in range(n_live):
+            vs[p, d] = vs[p, d + shift]
+            if not vs[p, d]:
+                continue
+            for c in range(ni):
+                for ln in range(lanes):
+                    vi[p, d, c, ln] = vi[p, d + shift, c, ln]
+            for c in range(nf):
+                for ln in range(lanes):
+                    vf[p, d, c, ln] = vf[p, d + shift, c, ln]
+            n = min(lanes, cur - times[live_lo + d] // slide)
+            first = cur_slot - n + 1
+            lo2 = lanes
+            if first < 0:
+                lo2 = first + lanes
+                first = 0
+            for c in range(ni):
+                for ln in range(first, cur_slot + 1):
+                    vi[p, d, c, ln] = 0
+                for ln in range(lo2, lanes):
+                    vi[p, d, c, ln] = 0
+            for c in range(nf):
+                for ln in range(first, cur_slot + 1):
+                    vf[p, d, c, ln] = 0.0
+                for ln in range(lo2, lanes):
+                    vf[p, d, c, ln] = 0.0
+        for d in range(n_live, vs.shape[1]):
+            vs[p, d] = False
+
+
+@njit(cache=True, **NO_REFCOUNTS)
 def _save_lanes(ci, cf, cpane, c, si, sf, v, var_live_i, var_live_f, cur, lanes):
     """Cache row ``c`` := variable ``v``'s lane totals (live channels), current at pane ``cur``."""
     for q in range(var_live_i[v, 0]):
@@ -666,21 +712,9 @@ def run_mixed_ring(
                 _load_lanes(si, sf, share_var, var_live_i, var_live_f, ci, cf, cpane, take_at[i], cur, lanes)
             if j > bhi:
                 # The events leave the rank block: a new one from the oldest live pane.
-                shift = live_lo - blo
                 n_live = i - live_lo
-                for p in range(n_pairs):
-                    for d in range(n_live):
-                        vs[p, d] = vs[p, d + shift]
-                        if not vs[p, d]:
-                            continue
-                        vi[p, d] = vi[p, d + shift]
-                        vf[p, d] = vf[p, d + shift]
-                        # Lanes of panes that expired since the insert are empty now.
-                        pe = times[live_lo + d] // slide
-                        for q in range(pe - lanes + 1, cur - lanes + 1):
-                            vi[p, d, :, q % lanes] = 0
-                            vf[p, d, :, q % lanes] = 0.0
-                    vs[p, n_live:] = False
+                _shift_stored(vi, vf, vs, n_pairs, live_lo - blo, n_live, times, live_lo, slide, cur, lanes,
+                              live_i, live_f)
                 blo = live_lo
                 bhi = min(n_pos, blo + block)
                 for p in range(n_pairs):
