@@ -556,8 +556,11 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         w("return True")
     w()
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
-    w("def _apply(gi, gf, gx, gr, ge, g, si, sf, sx, sr, se, s, oi, of, ox, orr, o, affine, nv, x_is_min):")
+    w("def _apply(gi, gf, gx, gr, ge, g, s, o, affine, nv, x_is_min):")
     with w.block():
+        # One pool holds the map (rows g..), the state (row s) and the result (row o).
+        w("si, sf, sx, sr, se = gi, gf, gx, gr, ge")
+        w("oi, of, ox, orr = gi, gf, gx, gr")
         w("eo = ge[g] if affine else 0")
         for r in range(nv):
             w(f"if sr[s, {r}] and se[s] + ge[g + {r + 1}] > eo:")
