@@ -63,7 +63,7 @@ def _limb(kind, r, bound):
     return True, r
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _window(kind, r, bound_raw, approx, r_lo, bound_lo, approx_lo, e):
     """One window's slot: (status, exact value, mantissa, exponent), as ``finish.number``.
 
@@ -102,7 +102,7 @@ def _window(kind, r, bound_raw, approx, r_lo, bound_lo, approx_lo, e):
     return HARD, 0, 0.0, 0
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _slot_window(slots, j, out_i, out_f, out_e, w):
     kind, ii, fi, bi, ii_lo, fi_lo, bi_lo = (slots[j, 0], slots[j, 1], slots[j, 2], slots[j, 3],
                                              slots[j, 4], slots[j, 5], slots[j, 6])
@@ -110,7 +110,11 @@ def _slot_window(slots, j, out_i, out_f, out_e, w):
                    out_i[w, ii_lo], out_f[w, bi_lo], out_f[w, fi_lo], out_e[w])
 
 
-@njit(cache=True)
+# decode_slots allocates nothing, so it compiles without reference counts, and then its
+# per-slot helpers can be inlined at no cost: as calls (``_slot_window`` taking 4 arrays,
+# ``_window`` 8 scalars, once per window and slot) they took a quarter of its time (1.92M
+# sliding windows x 3 slots: 0.138 -> 0.106 s inlined).
+@njit(cache=True, **NO_REFCOUNTS)
 def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mantissa, exponent):
     """Every slot of every key, one pass over the keys (their windows are scattered over
     the kernel's output, so each window's rows are read once for all slots).
