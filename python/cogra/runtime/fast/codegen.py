@@ -23,7 +23,9 @@ import ast
 import functools
 import hashlib
 import importlib.util
+import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -529,20 +531,25 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     w("    _clear_row, _copy_output, _copy_rows, _emit_row, _identity, _normalize)")
     w()
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
-    w("def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits,")
-    w("              final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,")
-    w("              mi, mf, mx, mr, me, m, bi, bf, bx, bvar):")
+    pane_map_at = len(w.lines)
+    w("def _pane_map(PARAMETERS):")  # the ones the body reads, filled in below
     with w.block():
         w(f"rescale_above = {float(2.0**600)!r}")
-        w(f"_identity(mi, mf, mx, mr, me, m, {nv}, x_is_min)")
+        # State st of the identity map (T0: no trends; L_r: one trend, reached, at row r)
+        # starts in the scalars directly, not written to the pool and read back; every
+        # field goes to the pool at the end.
         w(f"for st in range({nv + 1}):")
         with w.block():
             w("row = m + st")
-            w("live = st == 0" + "".join(f" or mr[row, {r}]" for r in range(nv)))
-            w("if not live:")
-            with w.block():
-                w("continue  # a basis state whose trends all died stays dead")
-            transfer("m", "row", to_arrays=False)
+            for prefix, row in [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]:
+                basis = "st == " + str(row + 1)
+                for k in range(n_i):
+                    w(f"{prefix}_i{k} = U1 if {basis} else U0" if k == 0 and row < nv else f"{prefix}_i{k} = U0")
+                for k in range(n_f):
+                    w(f"{prefix}_f{k} = 1.0 if {basis} else 0.0" if k == 0 and row < nv else f"{prefix}_f{k} = 0.0")
+                for k in range(n_x):
+                    w(f"{prefix}_x{k} = {'XMIN' if s.x_is_min[k] else 'XMAX'}")
+                w(f"{prefix}_r = {basis}" if row < nv else f"{prefix}_r = False")
             w("exponent = 0")
             w("unit = 1.0")
             w("with_starts = st == 0")
@@ -554,6 +561,13 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
                 w("return False")
             w("me[row] = exponent + shift")
         w("return True")
+    # The generated _pane_map takes only the arguments it reads (the generic one takes 29,
+    # most of them for its interpreted slot program): every array argument of a call is
+    # passed as ~10 scalars, and the call happens once per pane.
+    generic = list(inspect.signature(sliding_kernels._pane_map.py_func).parameters)
+    body = "\n".join(w.lines[pane_map_at + 1:])
+    pane_map_args = [p for p in generic if re.search(rf"\b{p}\b", body)]
+    w.lines[pane_map_at] = w.lines[pane_map_at].replace("PARAMETERS", ", ".join(pane_map_args))
     w()
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
     w("def _apply(gi, gf, gx, gr, ge, g, s, o, affine, nv, x_is_min):")
@@ -633,6 +647,14 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             if node.name == "_compose":  # calls the generated _apply, not the generic one
                 assert copied[0] == "@njit(cache=True, **NO_REFCOUNTS)", copied[0]
                 copied[0] = f"@njit(cache=True{_NO_REFCOUNTS})"
+            if node.name == "run_sliding":  # the generated _pane_map's arguments only
+                text = "\n".join(copied)
+                calls = list(re.finditer(r"_pane_map\(([^()]*)\)", text))
+                assert len(calls) == 1, "run_sliding calls _pane_map once"
+                args = dict(zip(generic, (a.strip() for a in calls[0].group(1).split(","))))
+                assert len(args) == len(generic)
+                call = "_pane_map(" + ", ".join(args[p] for p in pane_map_args) + ")"
+                copied = (text[:calls[0].start()] + call + text[calls[0].end():]).split("\n")
             w.lines.extend(copied)
             w()
 
