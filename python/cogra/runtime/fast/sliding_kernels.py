@@ -65,8 +65,8 @@ def _better(a, b, is_min):
 # one for states: a helper then takes 5 arrays instead of up to 14 (``_apply`` read a map
 # from one pool and a state from another and wrote to a third), and the generated
 # kernel ran 17% faster (0.456 -> 0.376 s on 1M stock events at 10/s sliding every
-# second).  Functions take the pool and rows, never a row's view: a view costs two atomic reference-count updates, and
-# with a few views per pane and per window those were a third of the kernel's time.  For
+# second).  Functions take the pool and rows, never a row's view: a view costs two
+# atomic reference-count updates, and with a few views per pane and per window those were a third of the kernel's time.  For
 # the same reason the helpers that touch single elements only are compiled without
 # reference counts (``jit.NO_REFCOUNTS``): a call with 10-17 array arguments otherwise
 # pays two atomic updates per array, and inlining them (``inline="always"``, used before)
@@ -174,7 +174,7 @@ def _apply(pi, pf, px, pr, pe, g, s, o, affine, nv, x_is_min):
             pr[o, q] = False
         for r in range(nv):
             if not pr[s, r]:
-                continue  # row r pf S is empty: nothing to carry
+                continue  # row r of S is empty: nothing to carry
             if pr[g + r + 1, q]:  # a trend at row r reaches row q
                 pr[o, q] = True
                 c = pi[s, r, 0]
