@@ -531,6 +531,13 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     w()
     # The per-window helpers with the shape's channels unrolled (the generic ones loop
     # over runtime widths): a window's row out, a window copied, rows copied in the pool.
+    def each_channel(line: Callable[[str, int], str], kinds: str = "ifx") -> None:
+        """One line per channel: ``line(kind, k)`` for kinds ``i``, ``f``, ``x``."""
+        for c, n in (("i", n_i), ("f", n_f), ("x", n_x)):
+            if c in kinds:
+                for k in range(n):
+                    w(line(c, k))
+
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
     w("def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, out_f, out_x, out_e, out_r):")
     with w.block():
@@ -538,39 +545,21 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         fin = nv
         # Under any, the trends ending at a final variable join the finished row now, added
         # in the generic helper's order (and only where that row is reached).
-        for k in range(n_i):
-            w(f"o_i{k} = si[s, {fin}, {k}]")
-        for k in range(n_f):
-            w(f"o_f{k} = sf[s, {fin}, {k}]")
-        for k in range(n_x):
-            w(f"o_x{k} = sx[s, {fin}, {k}]")
+        each_channel(lambda c, k: f"o_{c}{k} = s{c}[s, {fin}, {k}]")
         for v in finals_any:
             w(f"if sr[s, {v}]:")
             with w.block():
-                for k in range(n_i):
-                    w(f"o_i{k} += si[s, {v}, {k}]")
-                for k in range(n_f):
-                    w(f"o_f{k} += sf[s, {v}, {k}]")
+                each_channel(lambda c, k: f"o_{c}{k} += s{c}[s, {v}, {k}]", kinds="if")
                 for k in range(n_x):
                     _keep_better(w, f"o_x{k}", f"sx[s, {v}, {k}]", s.x_is_min[k])
-        for k in range(n_i):
-            w(f"out_i[w, {k}] = o_i{k}")
-        for k in range(n_f):
-            w(f"out_f[w, {k}] = o_f{k}")
-        for k in range(n_x):
-            w(f"out_x[w, {k}] = o_x{k}")
+        each_channel(lambda c, k: f"out_{c}[w, {k}] = o_{c}{k}")
         w("out_e[w] = se[s]")
         w(f"out_r[w] = sr[s, {fin}]" + "".join(f" or sr[s, {v}]" for v in finals_any))
     w()
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
     w("def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):")
     with w.block():
-        for k in range(n_i):
-            w(f"out_i[dst, {k}] = out_i[src, {k}]")
-        for k in range(n_f):
-            w(f"out_f[dst, {k}] = out_f[src, {k}]")
-        for k in range(n_x):
-            w(f"out_x[dst, {k}] = out_x[src, {k}]")
+        each_channel(lambda c, k: f"out_{c}[dst, {k}] = out_{c}[src, {k}]")
         w("out_e[dst] = out_e[src]")
         w("out_r[dst] = out_r[src]")
     w()
@@ -580,12 +569,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         w("for t in range(n):")
         with w.block():
             for q in range(nv + 1):
-                for k in range(n_i):
-                    w(f"pi[dst + t, {q}, {k}] = pi[src + t, {q}, {k}]")
-                for k in range(n_f):
-                    w(f"pf[dst + t, {q}, {k}] = pf[src + t, {q}, {k}]")
-                for k in range(n_x):
-                    w(f"px[dst + t, {q}, {k}] = px[src + t, {q}, {k}]")
+                each_channel(lambda c, k: f"p{c}[dst + t, {q}, {k}] = p{c}[src + t, {q}, {k}]")
                 w(f"pr[dst + t, {q}] = pr[src + t, {q}]")
             w("pe[dst + t] = pe[src + t]")
     w()
