@@ -360,5 +360,5 @@ def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     return out
 
 
-__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "RING_CACHE_POISON", "Groups", "RingShare", "Share", "groups", "run_raw",
-           "run_ring", "shared_variable"]
+__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "RING_CACHE_POISON", "Groups", "RingShare", "Share", "groups",
+           "run_raw", "run_ring", "shared_variable"]
