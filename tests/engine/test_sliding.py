@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import cogra
 from cogra.datasets import events, stock
 from cogra.reference import evaluate_reference
-from cogra.runtime.fast import sliding, sliding_kernels
+from cogra.runtime.fast import sliding, sliding_kernels, window_blocks
 from tests.compare import assert_same_result
 from tests.strategies import cases, queries, streams
 
@@ -63,21 +63,40 @@ def evaluate(query: str, table: pa.Table, **kw) -> pa.Table:
         return cogra.evaluate(query, table, on_overflow="null", **kw)
 
 
+@contextlib.contextmanager
+def blocks_of(windows: int):
+    """Evaluate windows in blocks of about ``windows`` (cogra.runtime.fast.window_blocks)."""
+    old = window_blocks.BLOCK_WINDOWS
+    window_blocks.BLOCK_WINDOWS = windows
+    try:
+        yield
+    finally:
+        window_blocks.BLOCK_WINDOWS = old
+
+
 def shared_equals_direct(query: str, table: pa.Table, *, reference: bool = True) -> tuple[pa.Table, int]:
-    """The sharing path's result (checked against the per-window path and the reference)
-    and how often the sharing kernel ran."""
+    """The sharing path's result (checked against the per-window path and the reference,
+    and against both evaluated in blocks of a few windows) and how often the sharing
+    kernel ran."""
     with forced() as calls:
         got = evaluate(query, table)
+    n_calls = len(calls)
+    with forced(), blocks_of(2):
+        blocked = evaluate(query, table)
     with disabled():
         direct = evaluate(query, table)
+    with disabled(), blocks_of(3):
+        direct_blocked = evaluate(query, table)
     context = f"\nquery:\n{query}\nstream:\n{table.to_pylist()}"
     assert_same_result(got, direct, context=context)
+    assert_same_result(blocked, direct, context=context + "\n(sharing kernel, blocks of 2 windows)")
+    assert_same_result(direct_blocked, direct, context=context + "\n(per-window kernel, blocks of 3 windows)")
     if reference:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cogra.CograDataWarning)
             want = evaluate_reference(query, table, on_overflow="null")
         assert_same_result(got, want, context=context)
-    return got, len(calls)
+    return got, n_calls
 
 
 def rows(table: pa.Table) -> list[tuple]:
@@ -198,7 +217,10 @@ def test_huge_counts_are_rescaled(monkeypatch) -> None:
                       "v": pa.array([i % 7 for i in range(n)], pa.int64())})
     query = "RETURN COUNT(*), AVG(A.v), MIN(A.v) PATTERN A+ WITHIN 1100 seconds SLIDE 10 seconds"
     got, calls = shared_equals_direct(query, table, reference=False)
-    assert calls == 1 and len(direct_runs) == 1  # only the run with sharing disabled
+    direct_runs.clear()
+    with forced():
+        evaluate(query, table)
+    assert calls == 1 and not direct_runs  # the sharing kernel never fell back
     assert got.num_rows == len(range(-1090, 1200, 10))
     assert got.column("COUNT(*)").to_pylist()[0] == 2**10 - 1  # [-1090, 10) holds 0..9
     assert got.column("COUNT(*)").to_pylist()[60] is None  # [-490, 610): 610 events

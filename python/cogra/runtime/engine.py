@@ -484,24 +484,47 @@ class Engine:
         """
         subs = self.substreams()
         wins = self.window_ranges(subs)
-        fast, out = self._run_kernels(subs, wins)
-        if fast is not None and out is not None:
+        fast = self._fast_executor(subs)
+        if fast is not None and len(wins.seg):
             from cogra.runtime.fast import finish
 
             if finish.applies(self, fast, wins):
-                table = finish.result_table(self, fast, subs, wins, out, on_overflow=on_overflow,
-                                            metadata=metadata)
+                table = self._table_by_blocks(fast, subs, wins, on_overflow, metadata)
                 if table is not None:
                     return table  # else an overflow to report: the row path words it
+        self.stats["windows"] = len(wins.seg)
+        out = self._run_kernels(subs, wins, fast)
         return build_table(self.bound.query, self.bound.schema, self._rows(subs, wins, fast, out),
                            time_type=self.bound.time_type, on_overflow=on_overflow, metadata=metadata)
 
-    def _run_kernels(self, subs: SubStreams, wins: "Windows"):
-        """``(fast executor, kernel output)``; ``(None, None)`` where the kernels do not apply."""
+    def _table_by_blocks(self, fast: Any, subs: SubStreams, wins: "Windows", on_overflow: str,
+                         metadata: dict | None) -> pa.Table | None:
+        """The result through the compiled finish (:mod:`cogra.runtime.fast.finish`), its
+        windows evaluated in blocks of consecutive starts
+        (:func:`cogra.runtime.fast.window_blocks.by_start`); None when an overflow must
+        raise.  The blocks' tables are the result's chunks, in output order."""
+        from cogra.runtime.fast import finish, window_blocks
+
         self.stats["windows"] = len(wins.seg)
-        fast = self._fast_executor(subs)
+        exact_before = self.stats["windows_exact"]
+        tables = []
+        # Not for kept variables: the mixed-grained kernels' per-call set-up (trees, shared
+        # rows) would be paid per block, and their windows are far fewer per event.
+        for block in [wins] if fast.kept else window_blocks.by_start(wins):
+            out = self._run_kernels(subs, block, fast)
+            table = finish.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
+                                        metadata=metadata)
+            if table is None:
+                return None
+            tables.append(table)
+        self.stats["windows_fast"] = len(wins.seg) - (self.stats["windows_exact"] - exact_before)
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+
+    def _run_kernels(self, subs: SubStreams, wins: "Windows", fast: Any):
+        """The kernels' output for ``wins`` (channels, undecoded); None where the compiled
+        executor ``fast`` is None (unsupported) or there are no windows."""
         if fast is None or not len(wins.seg):
-            return fast, None
+            return None
         out = None
         if wins.start is not None:
             # -- sliding-window hook (cogra.runtime.fast.sliding): windows share their panes'
@@ -517,7 +540,7 @@ class Engine:
             out = shared_rows.run_raw(fast, self, subs, wins)
         if out is None:
             out = fast.run_raw(subs, wins.lo, wins.hi)
-        return fast, out
+        return out
 
     def state_of(self, subs: SubStreams, wins: "Windows", w: int, fast: Any, out: Any) -> list | None:
         """Window ``w``'s exact state: decoded from the kernel, or re-run in Python."""

@@ -41,6 +41,9 @@ TINY = 2.0**-900
 UNDECIDED = object()
 """Decoding could not prove the value: re-run the window exactly."""
 
+UNFILLED_POISON = False
+"""Tests set this: :meth:`KernelOut.unfilled` then fills its arrays with garbage."""
+
 MIN_KEY_IDENTITY = np.iinfo(np.int64).max
 MAX_KEY_IDENTITY = np.iinfo(np.int64).min
 
@@ -68,6 +71,23 @@ class KernelOut:
     def zeros(cls, w: int, chan: "ChannelLayout") -> "KernelOut":
         return cls(np.zeros((w, max(1, chan.n_i)), np.uint64), np.zeros((w, max(1, chan.n_f)), np.float64),
                    np.zeros((w, chan.n_x), np.int64), np.zeros(w, np.int64), np.zeros(w, np.bool_))
+
+    @classmethod
+    def unfilled(cls, w: int, chan: "ChannelLayout") -> "KernelOut":
+        """As :meth:`zeros`, *uninitialised*: for kernels that write every row (or mark
+        it to be redone).  A block of a sliding query's windows is ~12 MB of channels,
+        reused from the heap block after block, where zeroing it is a memset each time.
+        Tests fill it with garbage (:data:`UNFILLED_POISON`), so a row no kernel wrote
+        changes results."""
+        out = cls(np.empty((w, max(1, chan.n_i)), np.uint64), np.empty((w, max(1, chan.n_f)), np.float64),
+                  np.empty((w, chan.n_x), np.int64), np.empty(w, np.int64), np.empty(w, np.bool_))
+        if UNFILLED_POISON:
+            out.i.fill(np.uint64(0xDEADBEEFDEADBEEF))
+            out.f.fill(np.nan)
+            out.x.fill(np.iinfo(np.int64).min // 3)
+            out.e.fill(np.iinfo(np.int64).min // 5)
+            out.r.fill(True)
+        return out
 
     def put(self, where: np.ndarray, other: "KernelOut") -> None:
         """Overwrite windows ``where`` with ``other``'s rows (in order)."""

@@ -99,6 +99,7 @@ class FastExecutor:
                 self.pair_ok, self.kept = folded, frozenset()
         if self.kept:
             self._indexed_pairs()
+        self._per_positions: dict = {}
 
     def _indexed_pairs(self) -> None:
         """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
@@ -303,6 +304,26 @@ class FastExecutor:
         return decode_many(self.chan, self.engine.layout, out.i, out.f, out.x, out.e, out.r,
                            self.x_decoders, self.engine.scales, self.x_vectorised)
 
+    def per_positions(self, name: str, rows: np.ndarray, plays: np.ndarray, compute: Callable[[], Any]) -> Any:
+        """``compute()``, once per ``name`` and positions ``(rows, plays)`` (the same array
+        objects): the blocks of windows an evaluation runs in turn
+        (:mod:`cogra.runtime.fast.window_blocks`) share their positions' event times,
+        batch bounds and the like instead of re-deriving them from every event."""
+        hit = self._per_positions.get(name)
+        if hit is None or hit[0] is not rows or hit[1] is not plays:
+            hit = (rows, plays, compute())
+            self._per_positions[name] = hit
+        return hit[2]
+
+    def times_of(self, rows: np.ndarray, plays: np.ndarray) -> np.ndarray:
+        """The event times of positions ``rows`` (see :meth:`per_positions`)."""
+        return self.per_positions("times", rows, plays, lambda: self.engine.time_np[rows])
+
+    def max_batch_of(self, rows: np.ndarray, plays: np.ndarray) -> int:
+        """:meth:`_max_batch` of positions ``rows`` (see :meth:`per_positions`)."""
+        return self.per_positions("max_batch", rows, plays,
+                                  lambda: self._max_batch(self.times_of(rows, plays), plays))
+
     def run_raw(self, subs: Any, lo: np.ndarray, hi: np.ndarray) -> KernelOut:
         """Run the kernel over windows ``[lo, hi)`` of ``subs``; the channels, undecoded."""
         from cogra.runtime.fast.kernels import run_windows
@@ -311,8 +332,8 @@ class FastExecutor:
         plays = subs.bits
         if self.kept:
             return self.run_mixed(rows, plays, lo, hi)
-        times = self.engine.time_np[rows]
-        pair_ok = self.pair_ok[rows]
+        times = self.times_of(rows, plays)
+        pair_ok = self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
         a_int, a_flt, a_valid, a_key = self.a_int, self.a_flt, self.a_valid, self.a_key
         c = self.chan
         out = KernelOut.zeros(len(lo), c)
@@ -326,7 +347,7 @@ class FastExecutor:
             kernel, rescale_above = specialized
             kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi, rescale_above, *outs)
         else:
-            max_batch = self._max_batch(times, plays)
+            max_batch = self.max_batch_of(rows, plays)
             run_windows(*common, lo, hi, max_batch, *outs)
         return out
 

@@ -586,17 +586,15 @@ class Context:
 
 def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *,
                  on_overflow: str, metadata: dict | None) -> pa.Table | None:
-    """The typed, ordered result, or None when an overflow must raise (row path)."""
+    """The typed, ordered result, or None when an overflow must raise (row path).  The
+    windows re-run in Python count in ``engine.stats["windows_exact"]``."""
     ctx = Context.of(engine, fast, wins.size)
-    exact_windows = engine.stats.get("windows_exact", 0)
 
     def row_path(keyed: Keyed, slow: np.ndarray) -> pa.Table:
         return _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, metadata)
 
-    table = table_from_channels(ctx, subs.groups, wins.seg, wins.start, out, on_overflow=on_overflow,
-                                metadata=metadata, row_path=row_path)
-    engine.stats["windows_fast"] = len(wins.seg) - (engine.stats.get("windows_exact", 0) - exact_windows)
-    return table
+    return table_from_channels(ctx, subs.groups, wins.seg, wins.start, out, on_overflow=on_overflow,
+                               metadata=metadata, row_path=row_path)
 
 
 def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray,

@@ -98,17 +98,21 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     seg, k = _in_walk_order(seg, start, slide)
     if seg is None:
         return None
-    rows = subs.rows
-    times = engine.time_np[rows]
+    rows, plays = subs.rows, subs.bits
+    times = fast.times_of(rows, plays)
     c = fast.chan
-    out = KernelOut.zeros(len(seg), c)
+    out = KernelOut.unfilled(len(seg), c)  # the kernel writes every row of a segment it finishes
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
+    # Per evaluation, not per block of windows (cogra.runtime.fast.window_blocks).
+    pair_ok = fast.per_positions("pair_ok", rows, plays, lambda: fast.pair_ok[rows])
+    max_panes = fast.per_positions(f"max_panes {slide} {panes}", rows, plays,
+                                   lambda: _max_panes(times // slide, subs.seg_ptr, panes))
     args = (
-        fast.mode, times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
+        fast.mode, times, plays, pair_ok, fast.nv, fast.pred_ptr, fast.pred_idx,
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
         fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
         seg, k, np.asarray(lo, np.int64), np.asarray(hi, np.int64), slide, panes,
-        fast._max_batch(times, subs.bits), _max_panes(times // slide, subs.seg_ptr, panes),
+        fast.max_batch_of(rows, plays), max_panes,
         out.i, out.f, out.x, out.e, out.r, seg_done,
     )
     if not generated and len(subs.rows) >= BACKGROUND_MIN_EVENTS:
