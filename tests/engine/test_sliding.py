@@ -65,13 +65,14 @@ def evaluate(query: str, table: pa.Table, **kw) -> pa.Table:
 
 @contextlib.contextmanager
 def blocks_of(windows: int):
-    """Evaluate windows in blocks of about ``windows`` (cogra.runtime.fast.window_blocks)."""
-    old = window_blocks.BLOCK_WINDOWS
-    window_blocks.BLOCK_WINDOWS = windows
+    """Evaluate windows in blocks of about ``windows`` (cogra.runtime.fast.window_blocks),
+    from two blocks' worth on."""
+    old = window_blocks.BLOCK_WINDOWS, window_blocks.MIN_BLOCKS
+    window_blocks.BLOCK_WINDOWS, window_blocks.MIN_BLOCKS = windows, 2
     try:
         yield
     finally:
-        window_blocks.BLOCK_WINDOWS = old
+        window_blocks.BLOCK_WINDOWS, window_blocks.MIN_BLOCKS = old
 
 
 def shared_equals_direct(query: str, table: pa.Table, *, reference: bool = True) -> tuple[pa.Table, int]:

@@ -50,9 +50,9 @@ def test_blocks_partition_the_windows_by_start_ranges(wins: Windows, block: int)
     # Blocks follow each other in start order: the result needs no merge.
     for before, after in zip(blocks, blocks[1:]):
         assert before.start.max() < after.start.min()
-    if len(wins.seg) > block + block // 2 and len(set(wins.start.tolist())) > 1:
+    if len(wins.seg) >= 2 * block and len(set(wins.start.tolist())) > 1:
         assert len(blocks) > 1
-    if len(wins.seg) <= block + block // 2:
+    if len(wins.seg) < 2 * block:  # below MIN_BLOCKS blocks' worth (blocks_of: 2)
         assert len(blocks) == 1 and blocks[0] is wins
 
 

@@ -30,14 +30,20 @@ from numba import njit
 BLOCK_WINDOWS = 1 << 17
 """Windows per block, about: the kernel's channels of one block are ~12 MB for the
 benchmark's query (below glibc's largest mmap threshold, so the heap reuses them)."""
+MIN_BLOCKS = 4
+"""Fewer windows than this many blocks' worth stay one block: splitting copies each
+window's range (~5 ns a window; q2's 8 Spark partitions of ~400k windows each took 0.206
+-> 0.232 s in blocks, as a reused worker's heap clears no pages anyway), and below ~50 MB
+of kernel channels there is little memory to save."""
 
 
 def by_start(wins: Any) -> Iterator[Any]:
     """``wins`` (an ``engine.Windows`` with integral starts) as blocks of windows whose
-    starts lie in consecutive ranges, in that order; ``wins`` itself when it is small,
-    not by segment with ascending starts, or all its windows start together."""
+    starts lie in consecutive ranges, in that order; ``wins`` itself when it is small
+    (:data:`MIN_BLOCKS`), not by segment with ascending starts, or all its windows start
+    together."""
     n = len(wins.seg)
-    if wins.start is None or n <= BLOCK_WINDOWS + BLOCK_WINDOWS // 2:
+    if wins.start is None or n < MIN_BLOCKS * BLOCK_WINDOWS:
         yield wins
         return
     seg = np.asarray(wins.seg, np.int64)
@@ -117,4 +123,4 @@ def _take_block(cuts, b, seg, start, lo, hi, seg_out, start_out, lo_out, hi_out)
             j += 1
 
 
-__all__ = ["BLOCK_WINDOWS", "by_start"]
+__all__ = ["BLOCK_WINDOWS", "MIN_BLOCKS", "by_start"]
