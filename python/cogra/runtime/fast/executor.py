@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from numba import njit
 
 from cogra.analysis.granularity import Executor
 from cogra.runtime.fast.channels import (
@@ -336,7 +337,7 @@ class FastExecutor:
         pair_ok = self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
         a_int, a_flt, a_valid, a_key = self.a_int, self.a_flt, self.a_valid, self.a_key
         c = self.chan
-        out = KernelOut.zeros(len(lo), c)
+        out = KernelOut.unfilled(len(lo), c)  # both kernels write every window's row
         outs = (out.i, out.f, out.x, out.e, out.r)
         common = (self.mode, times, plays, pair_ok, self.nv, self.pred_ptr, self.pred_idx,
                   self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
@@ -428,7 +429,7 @@ class FastExecutor:
         Trend counts are watched against a bound such that no slot can reach inf
         before the next check: sums are at most count * window * max|x|, and one batch
         multiplies counts by at most 1 + window * nv."""
-        window = float(max(1, int((hi - lo).max())))
+        window = float(max(1, _longest(lo, hi)))
         biggest = self._largest_summed
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
         return bound if bound > 2.0**620 else None
@@ -457,6 +458,16 @@ class FastExecutor:
         counts = _popcount(plays)
         starts = np.concatenate([[0], np.flatnonzero(np.diff(times) != 0) + 1])
         return max(1, int(np.add.reduceat(counts, starts).max()))
+
+
+@njit(cache=True)
+def _longest(lo, hi):
+    """``max(hi - lo)`` (0 if empty) without a temporary of every window's length."""
+    best = 0
+    for w in range(lo.shape[0]):
+        if hi[w] - lo[w] > best:
+            best = hi[w] - lo[w]
+    return best
 
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
