@@ -328,3 +328,32 @@ def test_row_order_does_not_matter(order: str) -> None:
     # Key-sorted input is used in place; anything else is sorted by time first.
     in_place = engine.table.column("company").equals(other.column("company"))
     assert in_place == (order == "key-then-time")
+
+
+def test_windows_that_cannot_finish_a_trend_are_not_evaluated(monkeypatch) -> None:
+    # SEQ(A, B): windows holding only Bs, or an A after the last B, hold no trend; they
+    # are dropped before the kernels (Engine._windows_that_may_finish), and the result is
+    # the same as evaluating them.
+    import pyarrow as pa
+
+    import cogra
+    from cogra.reference import evaluate_reference
+    from cogra.runtime.engine import Engine
+    from tests.compare import assert_same_result
+
+    types = ["B", "B", "A", "C", "B", "A", "A", "B", "C", "A"]
+    table = pa.table({"type": types, "time": pa.array([0, 3, 7, 9, 12, 20, 21, 25, 31, 40], pa.int64()),
+                      "v": pa.array(range(10), pa.int64())})
+    query = "RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A, B) SEMANTICS skip-till-any-match WITHIN 6 seconds SLIDE 2 seconds"
+    for fast in (None, False):
+        engine = Engine(cogra.plan(query, table.schema), table, fast=fast)
+        got = engine.result_table(on_overflow="null")
+        evaluated = engine.stats["windows"]
+        monkeypatch.setattr(Engine, "_windows_that_may_finish", lambda self, subs, wins: wins)
+        engine = Engine(cogra.plan(query, table.schema), table, fast=fast)
+        every = engine.result_table(on_overflow="null")
+        monkeypatch.undo()
+        assert evaluated < engine.stats["windows"]
+        assert_same_result(got, every)
+        assert_same_result(got, evaluate_reference(query, table, on_overflow="null"))
+        assert got.num_rows > 0

@@ -61,3 +61,33 @@ def test_large_microsecond_times() -> None:
     got = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, 600_000_000, 30_000_000))))
     assert got == direct(seg_ptr, times, active, 600_000_000, 30_000_000)
     assert len(got) > 100  # both segments, most of their 120 slides
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_may_finish_equals_a_direct_search(data) -> None:
+    """window_kernels.may_finish: some event may play a start variable and one at or after
+    it a final variable, inside the window."""
+    from cogra.runtime.fast.window_kernels import may_finish
+
+    n = data.draw(st.integers(0, 30))
+    plays = np.asarray(data.draw(st.lists(st.integers(0, 7), min_size=n, max_size=n)), np.uint64)
+    start_bits, final_bits = data.draw(st.integers(1, 7)), data.draw(st.integers(1, 7))
+    bounds = [sorted(data.draw(st.tuples(st.integers(0, n), st.integers(0, n)))) for _ in range(data.draw(st.integers(0, 12)))]
+    lo = np.asarray([b[0] for b in bounds], np.int64)
+    hi = np.asarray([b[1] for b in bounds], np.int64)
+    got = may_finish(plays, np.uint64(start_bits), np.uint64(final_bits), lo, hi)
+    want = [any(int(plays[i]) & start_bits and any(int(plays[j]) & final_bits for j in range(i, b))
+                for i in range(a, b)) for a, b in bounds]
+    assert got.tolist() == want
+
+
+def test_kept_windows_keeps_the_marked_windows_in_order() -> None:
+    from cogra.runtime.fast.window_kernels import kept_windows
+
+    rng = np.random.default_rng(7)
+    seg, start, lo, hi = (rng.integers(-50, 50, 40) for _ in range(4))
+    keep = rng.random(40) < 0.4
+    got = kept_windows(keep, seg, start, lo, hi)
+    for mine, theirs in zip(got, (seg, start, lo, hi)):
+        assert mine.tolist() == theirs[keep].tolist()
