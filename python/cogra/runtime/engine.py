@@ -474,7 +474,7 @@ class Engine:
                           np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
         if keep.all():
             return wins
-        arrays = (np.asarray(a, np.int64) for a in (wins.seg, wins.start, wins.lo, wins.hi))
+        arrays = (np.asarray(x, np.int64) for x in (wins.seg, wins.start, wins.lo, wins.hi))
         seg, start, lo, hi = kept_windows(keep, *arrays)
         return Windows(seg, lo, hi, start=start, size=wins.size)
 
