@@ -36,14 +36,12 @@ def no_reuse_of_cached_kernels():
 
 
 @pytest.fixture(autouse=True, scope="session")
-def poisoned_ring_cache():
-    """The ring kernel's shared cache and the sliding kernel's output are left
+def poisoned_uninitialised_buffers():
+    """The ring kernel's shared cache and the window kernels' outputs are left
     uninitialised in production; in tests they are full of garbage, so a read of a row no
-    kernel wrote changes results (shared_rows, KernelOut.unfilled)."""
-    from cogra.runtime.fast import channels, shared_rows
+    kernel wrote changes results (channels.UNFILLED_POISON)."""
+    from cogra.runtime.fast import channels
 
-    shared_rows.RING_CACHE_POISON = True
     channels.UNFILLED_POISON = True
     yield
-    shared_rows.RING_CACHE_POISON = False
     channels.UNFILLED_POISON = False

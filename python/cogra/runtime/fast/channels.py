@@ -42,7 +42,8 @@ UNDECIDED = object()
 """Decoding could not prove the value: re-run the window exactly."""
 
 UNFILLED_POISON = False
-"""Tests set this: :meth:`KernelOut.unfilled` then fills its arrays with garbage."""
+"""Tests set this: buffers the kernels are trusted to write before they read them
+(:meth:`KernelOut.unfilled`, the ring kernel's shared cache) are then filled with garbage."""
 
 MIN_KEY_IDENTITY = np.iinfo(np.int64).max
 MAX_KEY_IDENTITY = np.iinfo(np.int64).min

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from cogra.runtime.fast import channels
 from cogra.runtime.fast.channels import KernelOut
 from cogra.runtime.fast.mixed_kernels import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
 
@@ -52,12 +53,6 @@ ENABLED = True
 RING_CACHE_MAX_BYTES = 1 << 28
 """The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
 the representatives) must fit in this; beyond it nothing is shared."""
-RING_CACHE_POISON = False
-"""Tests fill the ring kernel's cache with garbage (NaN floats, a wild count, a pane far in
-the past) before the representatives run, so that a read of a row no batch wrote shows in
-the results instead of reading zeros by luck."""
-
-
 @dataclass
 class Share:
     """The sharing arguments of :func:`~cogra.runtime.fast.mixed_kernels.run_mixed_windows`.
@@ -127,12 +122,13 @@ class RingShare:
         the ring kernel writes the last row of every batch it runs, and rows are read only
         where :func:`_last_total_before` points, which is always such a row.  (Zeroing
         ~1 KB per event costs a memset of the whole cache in a worker that reuses its heap:
-        15 MB per 32k-row chunk of q3.)  Tests fill it with :data:`RING_CACHE_POISON`."""
+        15 MB per 32k-row chunk of q3.)  Tests fill it with garbage
+        (:data:`channels.UNFILLED_POISON`: NaN floats, a wild count, a pane far in the past)."""
         n_i, n_f = int(fast.var_live_i[var, 0]), int(fast.var_live_f[var, 0])
         ci = np.empty((n_rows, max(1, n_i), lanes), np.uint64)
         cf = np.empty((n_rows, max(1, n_f), lanes), np.float64)
         cpane = np.empty(n_rows, np.int64)
-        if RING_CACHE_POISON:
+        if channels.UNFILLED_POISON:
             ci.fill(np.uint64(0xDEADBEEFDEADBEEF))
             cf.fill(np.nan)
             cpane.fill(np.iinfo(np.int64).min // 2)
@@ -360,5 +356,5 @@ def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     return out
 
 
-__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "RING_CACHE_POISON", "Groups", "RingShare", "Share", "groups",
+__all__ = ["ENABLED", "RING_CACHE_MAX_BYTES", "Groups", "RingShare", "Share", "groups",
            "run_raw", "run_ring", "shared_variable"]

@@ -27,6 +27,7 @@ from numba import njit
 from cogra.runtime.fast import mixed_ring, mixed_sliding, shared_rows
 from cogra.runtime.fast.channels import KernelOut
 from cogra.runtime.fast.mixed_kernels import SHARE_TAKE
+from cogra.runtime.fast.window_kernels import walk_ordered
 from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
@@ -133,18 +134,10 @@ def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
     windows come by segment with ``k`` ascending (the order both kernels walk them in)."""
     seg = np.asarray(seg, np.int64)
     k = np.asarray(start, np.int64) // slide
-    if not _walk_ordered(seg, k):
+    if not walk_ordered(seg, k):
         return None, None
     return seg, k
 
-
-@njit(cache=True)
-def _walk_ordered(seg, k):
-    """Segments ascend, and ``k`` ascends within a segment (one pass, no temporaries)."""
-    for w in range(1, seg.shape[0]):
-        if seg[w] < seg[w - 1] or (seg[w] == seg[w - 1] and k[w] <= k[w - 1]):
-            return False
-    return True
 
 
 def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from numba import njit
 
+from cogra.runtime.fast.window_kernels import walk_ordered
+
 BLOCK_WINDOWS = 1 << 17
 """Windows per block, about: the kernel's channels of one block are ~12 MB for the
 benchmark's query (below glibc's largest mmap threshold, so the heap reuses them)."""
@@ -62,9 +64,12 @@ def by_start(wins: Any) -> Iterator[Any]:
     sample = start[::max(1, n // QUANTILE_SAMPLE)]
     kth = np.arange(1, blocks, dtype=np.int64) * len(sample) // blocks
     bounds = np.unique(np.partition(sample, kth)[kth])
+    if not walk_ordered(seg, start):  # a block would not be in the order the kernels walk
+        yield wins
+        return
     cuts = _block_cuts(seg, start, bounds)
     sizes = (cuts[:, 1:] - cuts[:, :-1]).sum(axis=0)
-    if len(cuts) == 0 or np.count_nonzero(sizes) <= 1:  # not in walk order, or one block anyway
+    if np.count_nonzero(sizes) <= 1:  # one block anyway
         yield wins
         return
     for b, size in enumerate(sizes.tolist()):
@@ -78,19 +83,13 @@ def by_start(wins: Any) -> Iterator[Any]:
 def _block_cuts(seg, start, bounds):
     """Per run of one segment's windows ``r`` and block ``b``, where the run's windows of
     block ``b`` begin (``cuts[r, b]``; ``cuts[r, nb]`` is the run's end): block ``b`` holds
-    the starts in ``[bounds[b-1], bounds[b])``, open at either end.  An empty array when
-    the windows are not by segment with starts ascending in each (a block would not be
-    in the order the kernels walk)."""
+    the starts in ``[bounds[b-1], bounds[b])``, open at either end.  The windows are in
+    walk order (:func:`window_kernels.walk_ordered`)."""
     n = seg.shape[0]
     nb = bounds.shape[0] + 1
     runs = 1
     for w in range(1, n):
-        if seg[w] != seg[w - 1]:
-            if seg[w] < seg[w - 1]:
-                return np.zeros((0, nb + 1), np.int64)
-            runs += 1
-        elif start[w] <= start[w - 1]:
-            return np.zeros((0, nb + 1), np.int64)
+        runs += seg[w] != seg[w - 1]
     cuts = np.empty((runs, nb + 1), np.int64)
     r = -1
     b = 0

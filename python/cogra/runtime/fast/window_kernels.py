@@ -69,6 +69,16 @@ def enumerate_int_windows(seg_ptr, times, active, size, step):
 
 
 @njit(cache=True)
+def walk_ordered(seg, key):
+    """Segments ascend, and ``key`` (a window's start, or its pane) ascends strictly within
+    a segment: the order the window kernels walk (one pass, no temporaries)."""
+    for w in range(1, seg.shape[0]):
+        if seg[w] < seg[w - 1] or (seg[w] == seg[w - 1] and key[w] <= key[w - 1]):
+            return False
+    return True
+
+
+@njit(cache=True)
 def may_finish(plays, start_bits, final_bits, lo, hi):
     """Per window ``[lo, hi)``: whether an event in it may play a start variable and an
     event at or after that one a final variable -- a trend's first and last events.  A
