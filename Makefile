@@ -1,5 +1,5 @@
 # The two quick-start commands (see README): `make demo` and `make test`.
-.PHONY: setup demo test test-all bench
+.PHONY: setup demo test test-all bench clean-kernels
 
 setup:
 	@bash scripts/setup.sh
@@ -15,3 +15,8 @@ test-all: setup
 
 bench: setup
 	.venv/bin/cogra bench
+
+# numba caches machine code per source file; a kernel that inlines a helper from another
+# file keeps the old helper until its own cache goes (README, "Compiled kernels").
+clean-kernels:
+	find python -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -357,3 +357,34 @@ def test_windows_that_cannot_finish_a_trend_are_not_evaluated(monkeypatch) -> No
         assert_same_result(got, every)
         assert_same_result(got, evaluate_reference(query, table, on_overflow="null"))
         assert got.num_rows > 0
+
+
+def test_every_window_may_finish_when_every_variable_starts_and_finishes(monkeypatch) -> None:
+    # A+ (its one variable starts and finishes trends): every enumerated window holds an
+    # event that plays it, so none is dropped and the filter's pass is skipped; SEQ(A, B)
+    # still runs it, and so does A+ where windows of idle events alone are kept.
+    import pyarrow as pa
+
+    import cogra
+    from cogra.runtime.engine import Engine
+    from cogra.runtime.fast import window_kernels
+
+    calls = []
+    real = window_kernels.may_finish
+    monkeypatch.setattr(window_kernels, "may_finish", lambda *a: (calls.append(1), real(*a))[1])
+    table = pa.table({"type": ["B", "A", "C", "A", "B"], "time": pa.array([0, 3, 7, 12, 13], pa.int64())})
+
+    def filtered(query: str, idle: bool = False):
+        engine = Engine(cogra.plan(query, table.schema), table)
+        engine.idle_events_matter = idle
+        subs = engine.substreams()
+        wins = engine.window_ranges(subs)
+        return engine._windows_that_may_finish(subs, wins), wins
+
+    kept, wins = filtered("RETURN COUNT(*) PATTERN A+ WITHIN 6 seconds SLIDE 2 seconds")
+    assert kept is wins and len(wins.seg) and not calls
+    kept, wins = filtered("RETURN COUNT(*) PATTERN SEQ(A, B) WITHIN 6 seconds SLIDE 2 seconds")
+    assert calls and len(kept.seg) < len(wins.seg)
+    calls.clear()
+    filtered("RETURN COUNT(*) PATTERN A+ WITHIN 6 seconds SLIDE 2 seconds", idle=True)
+    assert calls

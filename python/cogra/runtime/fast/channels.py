@@ -108,7 +108,8 @@ class ChannelLayout:
     n_f: int
     n_x: int
     program: np.ndarray
-    """int64 [n_ops, 6]: (variable, op, attribute, a, b, c)."""
+    """int64 [n_ops, 6]: (variable, op, attribute, a, b, c); an integer sum's ``c`` (its
+    |x|-bound channel) is -1 where its values are never negative (:func:`channel_layout`)."""
     x_is_min: np.ndarray
     """bool [n_x]: MIN (True) or MAX (False) per extreme slot."""
     slot_map: tuple[tuple, ...]
@@ -133,7 +134,8 @@ def slot_limbs(entry: tuple) -> list[tuple[int, int, int]]:
 
 def channel_layout(layout: Layout, table_schema: pa.Schema,
                    split: frozenset[str] = frozenset(),
-                   inexact: frozenset[str] = frozenset()) -> ChannelLayout:
+                   inexact: frozenset[str] = frozenset(),
+                   never_negative: frozenset[str] = frozenset()) -> ChannelLayout:
     """Slots to channels.
 
     Float attributes are summed as exact scaled integers ``x * 2**k`` (as the Python
@@ -141,6 +143,13 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     ``hi * 2**32 + lo``, each summed in its own modular slot (the low limb reads the
     synthetic attribute ``attr#lo``); only attributes spanning more than 2**93 are
     ``inexact`` -- summed in double, and decoded exactly only through the fallback.
+
+    An integer sum over values that are ``never_negative`` keeps no |x|-bound channel of
+    its own: the bound would be the same products of the same values as the
+    approximation, bit for bit, so the slot names the approximation as its bound and
+    the op's bound index is -1 (the kernels skip it).  A split sum's low limb is never
+    negative, whatever the data.  Each channel saved is work in every kernel: a sliding
+    window's state is updated, composed, copied and emitted channel by channel.
     """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
@@ -162,16 +171,17 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
             n_f += 1
         elif slot.role == "sum" and slot.attribute in split:
             lo = attrs.index(slot.attribute + SPLIT_SUFFIX)
-            slot_map.append(("fsplit", n_i, n_f, n_f + 1, n_i + 1, n_f + 2, n_f + 3))
-            ops.append((v, OP_SUM_INT, a, n_i, n_f, n_f + 1))
-            ops.append((v, OP_SUM_INT, lo, n_i + 1, n_f + 2, n_f + 3))
+            hi_f, hi_bound, hi_op, n_f = _sum_floats(n_f, slot.attribute in never_negative)
+            lo_f, lo_bound, lo_op, n_f = _sum_floats(n_f, True)
+            slot_map.append(("fsplit", n_i, hi_f, hi_bound, n_i + 1, lo_f, lo_bound))
+            ops.append((v, OP_SUM_INT, a, n_i, hi_f, hi_op))
+            ops.append((v, OP_SUM_INT, lo, n_i + 1, lo_f, lo_op))
             n_i += 2
-            n_f += 4
         elif slot.role == "sum" and not is_float:
-            slot_map.append(("isum", n_i, n_f, n_f + 1))
-            ops.append((v, OP_SUM_INT, a, n_i, n_f, n_f + 1))
+            f, bound, op_bound, n_f = _sum_floats(n_f, slot.attribute in never_negative)
+            slot_map.append(("isum", n_i, f, bound))
+            ops.append((v, OP_SUM_INT, a, n_i, f, op_bound))
             n_i += 1
-            n_f += 2
         elif slot.role == "sum":
             slot_map.append(("fsum", -1, n_f, n_f + 1))
             ops.append((v, OP_SUM_FLOAT, a, -1, n_f, n_f + 1))
@@ -190,6 +200,14 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     program = np.array(sorted(ops), dtype=np.int64).reshape(-1, 6)
     return ChannelLayout(n_i, n_f, n_x, program, np.array(x_is_min, dtype=bool),
                          tuple(slot_map), tuple(attrs))
+
+
+def _sum_floats(n_f: int, never_negative: bool) -> tuple[int, int, int, int]:
+    """An integer sum's float channels from ``n_f`` on: (approximation, |x|-bound, the
+    bound index its op writes (-1: none, the approximation is the bound), next free)."""
+    if never_negative:
+        return n_f, n_f, -1, n_f + 1
+    return n_f, n_f + 1, n_f + 1, n_f + 2
 
 
 def float_key(values: np.ndarray) -> np.ndarray:

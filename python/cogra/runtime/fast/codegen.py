@@ -412,7 +412,8 @@ def generate(shape: Shape) -> str:
                                         w(f"x = a_int[{a}, r]")
                                         w(f"c_i{s1} += np.uint64(x) * c_i0")
                                         w(f"c_f{s2} += np.float64(x) * c_f0")
-                                        w(f"c_f{s3} += abs(np.float64(x)) * c_f0")
+                                        if s3 >= 0:  # else never negative (channels.channel_layout)
+                                            w(f"c_f{s3} += abs(np.float64(x)) * c_f0")
                                     elif op == OP_SUM_FLOAT:
                                         w(f"c_f{s2} += a_flt[{a}, r] * c_f0")
                                         w(f"c_f{s3} += abs(a_flt[{a}, r]) * c_f0")

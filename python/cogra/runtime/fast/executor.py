@@ -79,7 +79,8 @@ class FastExecutor:
             raise Unsupported(f"more than {MAX_VARIABLES} variables")
         self.mode = MODES[executor]
         self.split, self.inexact = self._wide_float_sums(engine, streaming)
-        self.chan = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact)
+        self.chan = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact,
+                                   self._never_negative_sums(engine, streaming))
         self._attribute_arrays(engine.table)
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
@@ -210,6 +211,25 @@ class FastExecutor:
             elif widest >= 2.0**31:
                 split.add(attr)
         return frozenset(split), frozenset(inexact)
+
+    @staticmethod
+    def _never_negative_sums(engine: Any, streaming: bool = False) -> frozenset[str]:
+        """Summed attributes with no negative value in this table: their sums keep no
+        |x|-bound channel (:func:`channel_layout`; prices, volumes and distances mostly).
+        None when streaming: the layout must hold for batches not seen yet."""
+        if streaming:
+            return frozenset()
+        found = set()
+        for attr in {s.attribute for s in engine.layout.slots if s.role == "sum"}:
+            col = engine.table.column(attr)
+            if pa.types.is_dictionary(col.type):
+                col = col.combine_chunks().dictionary_decode()
+            if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+                continue  # refused by _attribute_arrays
+            smallest = pc.min(col).as_py()  # nulls skipped; NaN is refused for sums anyway
+            if smallest is None or smallest >= 0:
+                found.add(attr)
+        return frozenset(found)
 
     def _attribute_arrays(self, table: pa.Table) -> None:
         attrs = self.chan.attributes

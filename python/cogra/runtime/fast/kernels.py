@@ -67,41 +67,6 @@ def _add(di, df, dx, si, sf, sx, x_is_min):
 
 
 @njit(cache=True, inline="always")
-def _contribute(vi, vf, vx, prog, lo, hi, e, a_int, a_flt, a_valid, a_key):
-    """The event ``e`` extends the ``vi[0]`` trends of this state (report Table 9)."""
-    ci = vi[0]
-    cf = vf[0]
-    for k in range(lo, hi):
-        op = prog[k, 1]
-        a = prog[k, 2]
-        s1 = prog[k, 3]
-        s2 = prog[k, 4]
-        s3 = prog[k, 5]
-        if op == OP_CNT:
-            vi[s1] += ci
-            vf[s2] += cf
-        elif not a_valid[a, e]:
-            continue
-        elif op == OP_NN:
-            vi[s1] += ci
-            vf[s2] += cf
-        elif op == OP_SUM_INT:
-            x = a_int[a, e]
-            vi[s1] += np.uint64(x) * ci
-            vf[s2] += np.float64(x) * cf
-            vf[s3] += abs(np.float64(x)) * cf
-        elif op == OP_SUM_FLOAT:
-            vf[s2] += a_flt[a, e] * cf
-            vf[s3] += abs(a_flt[a, e]) * cf
-        elif op == OP_MIN:
-            if a_key[a, e] < vx[s1]:
-                vx[s1] = a_key[a, e]
-        elif op == OP_MAX:
-            if a_key[a, e] > vx[s1]:
-                vx[s1] = a_key[a, e]
-
-
-@njit(cache=True, inline="always")
 def _reset_row(di, df, dx, d, x_is_min):
     for k in range(di.shape[1]):
         di[d, k] = 0
@@ -148,7 +113,8 @@ def _contribute_row(vi, vf, vx, d, prog, lo, hi, e, a_int, a_flt, a_valid, a_key
             x = a_int[a, e]
             vi[d, s1] += np.uint64(x) * ci
             vf[d, s2] += np.float64(x) * cf
-            vf[d, prog[k, 5]] += abs(np.float64(x)) * cf
+            if prog[k, 5] >= 0:  # else never negative: the approximation is the bound
+                vf[d, prog[k, 5]] += abs(np.float64(x)) * cf
         elif op == OP_SUM_FLOAT:
             vf[d, s2] += a_flt[a, e] * cf
             vf[d, prog[k, 5]] += abs(a_flt[a, e]) * cf

@@ -175,7 +175,7 @@ def _stored_into_node(ti, tf, p, t, i, vi, vf, d, lanes, live_i, live_f):
 
 @njit(cache=True, **NO_REFCOUNTS)
 def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
-    """:func:`kernels._contribute` over every lane of batch row ``d`` (no MIN/MAX).  A lane
+    """:func:`kernels._contribute_row` over every lane of batch row ``d`` (no MIN/MAX).  A lane
     with no trend has count 0 and gains 0 -- except from a non-finite value (``inf * 0``),
     where only the lanes with trends take it."""
     for k in range(lo, hi):
@@ -200,7 +200,9 @@ def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
                 bi[d, s1, ln] += xu * bi[d, 0, ln]
             for ln in range(lanes):
                 bf[d, s2, ln] += xf * bf[d, 0, ln]
-                bf[d, s3, ln] += ax * bf[d, 0, ln]
+            if s3 >= 0:  # else never negative: the approximation is the bound
+                for ln in range(lanes):
+                    bf[d, s3, ln] += ax * bf[d, 0, ln]
         elif op == OP_SUM_FLOAT:
             xf = a_flt[a, e]
             ax = abs(xf)
@@ -387,7 +389,8 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
                 x = a_int[a, r]
                 coef_i[prog[k, 3]] += np.uint64(x)
                 coef_f[prog[k, 4]] += np.float64(x)
-                coef_f[prog[k, 5]] += abs(np.float64(x))
+                if prog[k, 5] >= 0:  # else never negative: the approximation is the bound
+                    coef_f[prog[k, 5]] += abs(np.float64(x))
             else:
                 xf = a_flt[a, r]
                 if not np.isfinite(xf):

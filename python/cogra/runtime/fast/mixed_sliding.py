@@ -73,7 +73,7 @@ def _lanes_into_node(ti, tf, tr, p, t, i, bi, bf, br, s, lanes, live_i, live_f):
 
 @njit(cache=True, inline="always")
 def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
-    """:func:`kernels._contribute` for every reached lane of batch row ``d`` (no MIN/MAX):
+    """:func:`kernels._contribute_row` for every reached lane of batch row ``d`` (no MIN/MAX):
     each slot-program op is decoded once, then applied lane by lane."""
     for k in range(lo, hi):
         op = prog[k, 1]
@@ -96,7 +96,8 @@ def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_val
                 if br[d, ln]:
                     bi[d, ln, s1] += xu * bi[d, ln, 0]
                     bf[d, ln, s2] += xf * bf[d, ln, 0]
-                    bf[d, ln, s3] += abs(xf) * bf[d, ln, 0]
+                    if s3 >= 0:  # else never negative: the approximation is the bound
+                        bf[d, ln, s3] += abs(xf) * bf[d, ln, 0]
         elif op == OP_SUM_FLOAT:
             xf = a_flt[a, e]
             for ln in range(lanes):
