@@ -135,10 +135,9 @@ def test_compiled_equals_numpy_rules_on_the_thresholds(context, seed: int, merge
     compare(context, out, random_keyed(rng, out, merged))
 
 
-def test_common_values_are_decided_by_the_compiled_pass(context) -> None:
-    # Consistent, moderate values: every key is decided without the numpy rules.
-    rng = np.random.default_rng(0)
-    out = random_out(rng, context, 300)
+def consistent_out(rng: np.random.Generator, context, windows: int) -> KernelOut:
+    """Moderate values whose bounds prove them: every key is decided by the compiled pass."""
+    out = random_out(rng, context, windows)
     limbs = []  # (i, f, bound f, smallest, largest value)
     for entry in context.chan.slot_map:
         if entry[0] == "int":
@@ -148,11 +147,31 @@ def test_common_values_are_decided_by_the_compiled_pass(context) -> None:
         elif entry[0] == "fsplit":  # hi * 2**32 + lo: averages below 2**53 need a small hi
             limbs += [(entry[1], entry[2], entry[3], -2, 3), (*entry[4:7], -1000, 10**6)]
     for ii, fi, bi, smallest, largest in limbs:
-        v = rng.integers(smallest, largest, 300)
+        v = rng.integers(smallest, largest, windows)
         out.i[:, ii] = v.astype(np.int64).view(np.uint64)
         out.f[:, fi] = v
         out.f[:, bi] = np.abs(v) + 1.0
     out.e[:] = 0
     out.r[:] = True
+    return out
+
+
+def test_common_values_are_decided_by_the_compiled_pass(context) -> None:
+    rng = np.random.default_rng(0)
+    out = consistent_out(rng, context, 300)
     keyed = random_keyed(rng, out, merged=True)
+    assert compare(context, out, keyed) == len(keyed.first)
+
+
+@pytest.mark.parametrize("unreached", [[89], [0, 44], [3, 88, 89]])
+def test_a_window_per_key_is_decoded_in_the_kernels_order(context, unreached) -> None:
+    # decode_one_window_per_key reads the windows in the kernel's order (by segment) and
+    # writes each key's results where the key is; a window with no finished trend has no
+    # key and must write nothing wherever it lies (the last window is the last key's
+    # neighbour in neither order).
+    rng = np.random.default_rng(len(unreached))
+    out = consistent_out(rng, context, 90)
+    out.r[unreached] = False
+    keyed = random_keyed(rng, out, merged=False)
+    assert len(keyed.windows) == len(keyed.first) == 90 - len(unreached)
     assert compare(context, out, keyed) == len(keyed.first)

@@ -177,6 +177,34 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
                 status[j, k] = HARD
 
 
+# A window per key (sub-streams are the output groups) is the common case, and then the
+# keys' order -- by (window start, group) -- and the kernel's -- by segment, then start --
+# differ: read in key order, a block's channels are ~3 arrays x segments streams at once
+# (57 for the stock benchmark's 19 companies), more than the hardware prefetchers follow,
+# and decode_slots spent ~2/3 of its time waiting on memory.  Read in window order, with
+# each key's results written where the key is, the sliding benchmark's decode took
+# ~50 instead of ~85 ms per 1.9M windows (the query 0.57-0.58 -> 0.54 s).
+@njit(cache=True, **NO_REFCOUNTS)
+def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, status, value, mantissa, exponent):
+    """:func:`decode_slots` where key ``k`` holds the one window ``windows[k]``, walking the
+    windows in the kernel's order.  ``key_of``: scratch of one entry per output row."""
+    for w in range(key_of.shape[0]):
+        key_of[w] = -1
+    for k in range(windows.shape[0]):
+        key_of[windows[k]] = k
+    for w in range(key_of.shape[0]):
+        k = key_of[w]
+        if k < 0:
+            continue  # no key: the window has no finished trend
+        for j in range(slots.shape[0]):
+            s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
+            status[j, k], exponent[j, k] = s, p
+            if s == EXACT:
+                value[j, k] = v
+            else:
+                mantissa[j, k] = m
+
+
 @njit(cache=True, **NO_REFCOUNTS)
 def _double(status, value, mantissa, exponent, k):
     """``(m, p)`` with the value ~ ``m * 2**p``: an exact value correctly rounded (int64 to
@@ -242,4 +270,5 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
             values[k] = v
 
 
-__all__ = ["BIG", "EXACT", "HARD", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT", "average", "decode_slots", "float_sum"]
+__all__ = ["BIG", "EXACT", "HARD", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT", "average", "decode_one_window_per_key",
+           "decode_slots", "float_sum"]
