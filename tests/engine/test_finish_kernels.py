@@ -175,3 +175,22 @@ def test_a_window_per_key_is_decoded_in_the_kernels_order(context, unreached) ->
     keyed = random_keyed(rng, out, merged=False)
     assert len(keyed.windows) == len(keyed.first) == 90 - len(unreached)
     assert compare(context, out, keyed) == len(keyed.first)
+
+
+def test_segments_longer_than_a_tile_are_decoded_in_tiles(context) -> None:
+    # Three segments of 600, 900 and 1400 windows (tiles of 512: the longest, last one
+    # spans three), unreached windows at a tile's edges and inside; every key decided,
+    # as the numpy rules decide it.
+    from cogra.runtime.fast import finish_kernels
+
+    lengths = [600, 900, 1400]
+    assert lengths[-1] > 2 * finish_kernels.TILE
+    n = sum(lengths)
+    rng = np.random.default_rng(7)
+    out = consistent_out(rng, context, n)
+    out.r[[0, 511, 512, 599, 600 + 5, 1499, 1500 + 1023, 1500 + 1024, n - 1]] = False
+    seg = np.repeat(np.arange(3), lengths)
+    start = np.concatenate([np.arange(m) * 5 for m in lengths])
+    keyed = finish.keyed_windows([(0,), (1,), (2,)], seg, start, out)
+    assert len(keyed.windows) == len(keyed.first) == n - 9
+    assert compare(context, out, keyed) == len(keyed.first)

@@ -492,7 +492,7 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
                np.empty((len(needed), n), np.int32))
     if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
         fk.decode_one_window_per_key(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
-                                     np.empty(len(out.e), np.int64), *decoded)
+                                     np.empty(len(out.e), np.int64), np.empty(len(out.e) + 1, np.int64), *decoded)
     else:
         fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
     row_of = {idx: j for j, idx in enumerate(needed)}
