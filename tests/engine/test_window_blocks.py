@@ -1,4 +1,4 @@
-"""Windows evaluated in blocks of consecutive starts (cogra.runtime.fast.window_blocks)."""
+"""Windows enumerated and evaluated in blocks of consecutive starts (cogra.runtime.fast.window_blocks)."""
 
 from __future__ import annotations
 
@@ -11,73 +11,77 @@ from hypothesis import strategies as st
 import cogra
 from cogra.errors import AggregateOverflowError
 from cogra.datasets import stock
-from cogra.runtime.engine import Engine, Windows
+from cogra.reference import evaluate_reference
+from cogra.runtime.engine import Engine
 from cogra.runtime.fast import window_blocks
+from cogra.runtime.fast.window_kernels import enumerate_int_windows
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import blocks_of
 
 
-@st.composite
-def walk_ordered_windows(draw) -> Windows:
-    """Windows by segment, starts ascending within each (as the engine enumerates them)."""
-    seg, start = [], []
-    s = 0
-    for _ in range(draw(st.integers(1, 6))):
-        s += draw(st.integers(1, 2))  # segments without windows are skipped
-        starts = sorted(set(draw(st.lists(st.integers(-50, 50), max_size=40))))
-        seg += [s] * len(starts)
-        start += starts
-    lo = np.arange(len(seg), dtype=np.int64) * 3
-    return Windows(np.asarray(seg, np.int64), lo, lo + 7, start=np.asarray(start, np.int64), size=10)
-
-
-def _tuples(w: Windows) -> list[tuple]:
-    return list(zip(w.seg.tolist(), w.start.tolist(), w.lo.tolist(), w.hi.tolist()))
-
-
 @settings(max_examples=300, deadline=None)
-@given(wins=walk_ordered_windows(), block=st.integers(1, 20))
-def test_blocks_partition_the_windows_by_start_ranges(wins: Windows, block: int) -> None:
+@given(data=st.data(), step=st.integers(1, 7), size_steps=st.integers(1, 5), odd=st.integers(0, 6),
+       segments=st.integers(1, 5), block=st.integers(1, 20))
+def test_blocks_partition_the_windows_by_start_ranges(data, step, size_steps, odd, segments, block) -> None:
+    size = size_steps * step + (odd if data.draw(st.booleans()) else 0)
+    parts, seg_ptr = [], [0]
+    for _ in range(segments):
+        ts = sorted(data.draw(st.lists(st.integers(-60, 60), max_size=25)))
+        parts.append(ts)
+        seg_ptr.append(seg_ptr[-1] + len(ts))
+    times = np.array([t for p in parts for t in p], np.int64)
+    active = np.array(data.draw(st.lists(st.booleans(), min_size=len(times), max_size=len(times))), bool)
+    seg_ptr = np.array(seg_ptr, np.int64)
+    every = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step))))
     with blocks_of(block):
-        blocks = list(window_blocks.by_start(wins))
-    # Every window exactly once, with its own range.
-    assert sorted(t for b in blocks for t in _tuples(b)) == sorted(_tuples(wins))
+        if window_blocks.too_few(seg_ptr, times, size, step):  # a bound: never too few wrongly
+            assert len(every) < 2 * block
+        blocks = window_blocks.blocks(seg_ptr, times, active, size, step)
+        if len(every) < 2 * block:  # below MIN_BLOCKS blocks' worth (blocks_of: 2)
+            assert blocks is None
+            return
+        blocks = [list(zip(*(a.tolist() for a in b))) for b in blocks]
+    # Every window exactly once, with its own range; blocks are never empty.
+    assert sorted(t for b in blocks for t in b) == every and all(blocks)
     for b in blocks:
-        assert (len(b.seg) or b is wins) and b.size == wins.size
-        # Walk order inside a block: by segment, starts ascending within one.
-        key = list(zip(b.seg.tolist(), b.start.tolist()))
-        assert key == sorted(key) and len(set(key)) == len(key)
+        assert b == sorted(b)  # walk order: by segment, starts ascending within one
+        starts = {t[1] for t in b}
+        # At most twice the block size, unless one start holds more windows than that.
+        assert len(b) <= 2 * block or len(starts) == 1
     # Blocks follow each other in start order: the result needs no merge.
     for before, after in zip(blocks, blocks[1:]):
-        assert before.start.max() < after.start.min()
-    if len(wins.seg) >= 2 * block and len(set(wins.start.tolist())) > 1:
-        assert len(blocks) > 1
-    if len(wins.seg) < 2 * block:  # below MIN_BLOCKS blocks' worth (blocks_of: 2)
-        assert len(blocks) == 1 and blocks[0] is wins
-
-
-def _only(blocks) -> Windows:
-    (block,) = list(blocks)
-    return block
-
-
-def test_windows_out_of_walk_order_stay_one_block() -> None:
-    seg = np.array([0, 0, 1, 1, 0], np.int64)  # segment 0 again after segment 1
-    start = np.arange(5, dtype=np.int64)
-    wins = Windows(seg, start, start + 1, start=start, size=4)
-    with blocks_of(1):
-        assert _only(window_blocks.by_start(wins)) is wins
-    wins = Windows(np.zeros(5, np.int64), start, start + 1, start=start[::-1].copy(), size=4)
-    with blocks_of(1):
-        assert _only(window_blocks.by_start(wins)) is wins
+        assert max(t[1] for t in before) < min(t[1] for t in after)
 
 
 def test_a_start_shared_by_many_windows_is_not_split() -> None:
-    # No WITHIN: every segment's one window starts at 0.
-    seg = np.arange(50, dtype=np.int64)
-    wins = Windows(seg, seg, seg + 1, start=np.zeros(50, np.int64), size=None)
+    # 50 segments with one event each at time 0: each start's windows (one per segment)
+    # are more than a block and stay together.
+    seg_ptr = np.arange(51, dtype=np.int64)
+    times = np.zeros(50, np.int64)
     with blocks_of(4):
-        assert _only(window_blocks.by_start(wins)) is wins
+        blocks = list(window_blocks.blocks(seg_ptr, times, np.ones(50, bool), 6, 2))
+    assert [sorted(set(b[1].tolist())) for b in blocks] == [[-4], [-2], [0]]
+    assert [len(b[0]) for b in blocks] == [50, 50, 50]
+
+
+def test_blocks_drop_the_windows_that_cannot_finish() -> None:
+    # SEQ(A, B): the filter runs per block, on per-event bounds computed once.
+    rng = np.random.default_rng(3)
+    n = 400
+    table = pa.table({"type": rng.choice(["A", "B", "C"], n, p=[0.2, 0.2, 0.6]),
+                      "time": pa.array(np.sort(rng.integers(0, 600, n)), pa.int64()),
+                      "v": pa.array(rng.integers(0, 9, n), pa.int64())})
+    query = "RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A, B+) WITHIN 20 seconds SLIDE 1 second"
+    whole = Engine(cogra.plan(query, table.schema), table)
+    want = whole.result_table(on_overflow="null")
+    enumerated = len(whole.window_ranges(whole.substreams()).seg)
+    with blocks_of(30):
+        engine = Engine(cogra.plan(query, table.schema), table)
+        got = engine.result_table(on_overflow="null")
+    assert got.column("COUNT(*)").num_chunks > 3
+    assert_same_result(got, want)
+    assert_same_result(got, evaluate_reference(query, table, on_overflow="null"))
+    assert engine.stats["windows"] == whole.stats["windows"] < enumerated
 
 
 @pytest.mark.parametrize("window", ["60 seconds SLIDE 2 seconds", "4 seconds"])

@@ -68,7 +68,7 @@ def test_large_microsecond_times() -> None:
 def test_may_finish_equals_a_direct_search(data) -> None:
     """window_kernels.may_finish: some event may play a start variable and one at or after
     it a final variable, inside the window."""
-    from cogra.runtime.fast.window_kernels import may_finish
+    from cogra.runtime.fast.window_kernels import may_finish, trend_ends
 
     n = data.draw(st.integers(0, 30))
     plays = np.asarray(data.draw(st.lists(st.integers(0, 7), min_size=n, max_size=n)), np.uint64)
@@ -76,7 +76,7 @@ def test_may_finish_equals_a_direct_search(data) -> None:
     bounds = [sorted(data.draw(st.tuples(st.integers(0, n), st.integers(0, n)))) for _ in range(data.draw(st.integers(0, 12)))]
     lo = np.asarray([b[0] for b in bounds], np.int64)
     hi = np.asarray([b[1] for b in bounds], np.int64)
-    got = may_finish(plays, np.uint64(start_bits), np.uint64(final_bits), lo, hi)
+    got = may_finish(*trend_ends(plays, np.uint64(start_bits), np.uint64(final_bits)), lo, hi)
     want = [any(int(plays[i]) & start_bits and any(int(plays[j]) & final_bits for j in range(i, b))
                 for i in range(a, b)) for a, b in bounds]
     assert got.tolist() == want

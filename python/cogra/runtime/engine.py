@@ -20,7 +20,7 @@ import bisect
 import itertools
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -232,6 +232,7 @@ class Engine:
         """Streaming under contiguous: an irrelevant event alone must reach the states it
         breaks, so its sub-stream and windows are kept (see cogra.runtime.stream)."""
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
+        self._trend_ends: tuple[np.ndarray, np.ndarray] | None = None
 
     # -- per-row facts ---------------------------------------------------------------
     def _numeric_times(self) -> np.ndarray:
@@ -466,21 +467,47 @@ class Engine:
         if (wins.start is None or wins.exact_bounds is not None or not len(wins.seg)
                 or self.bound.kept_variables):
             return wins
-        from cogra.runtime.fast.window_kernels import kept_windows, may_finish
-
         a = self.bound.automaton
         if set(a.start) == set(a.final) == set(range(len(a.names))) and not self.idle_events_matter:
             # Every event that plays a variable may start and finish a trend (A+), and
             # every window holds one: nothing to drop (the pass took 7 ms per 1.9M windows).
             return wins
-        keep = may_finish(subs.bits, np.uint64(sum(1 << v for v in a.start)),
-                          np.uint64(sum(1 << v for v in a.final)),
-                          np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
+        from cogra.runtime.fast.window_kernels import kept_windows, may_finish
+
+        if self._trend_ends is None:  # per event, once per evaluation (blocks share it)
+            from cogra.runtime.fast.window_kernels import trend_ends
+
+            self._trend_ends = trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
+                                          np.uint64(sum(1 << v for v in a.final)))
+        keep = may_finish(*self._trend_ends, np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
         if keep.all():
             return wins
         arrays = (np.asarray(x, np.int64) for x in (wins.seg, wins.start, wins.lo, wins.hi))
         seg, start, lo, hi = kept_windows(keep, *arrays)
         return Windows(seg, lo, hi, start=start, size=wins.size)
+
+    def _window_blocks(self, subs: SubStreams, fast: Any) -> "Iterator[Windows] | None":
+        """The windows that may finish, enumerated block by block of starts
+        (:func:`cogra.runtime.fast.window_blocks.blocks`) where the compiled finish takes
+        them and there are enough; else None (:meth:`window_ranges` enumerates them at
+        once).  Not with kept variables: the mixed-grained kernels' per-call set-up (trees,
+        shared rows) would be paid per block, and their windows are far fewer per event."""
+        from cogra.runtime.fast import finish, window_blocks
+
+        spec = self.windows
+        if (fast is None or fast.kept or spec.size is None or not is_integral(spec, self.bound.time_type)
+                or not finish.applies(self, fast)):
+            return None
+        times = fast.times_of(subs.rows, subs.bits)  # the kernels' own, computed once
+        size, step = int(spec.size), int(spec.step)
+        if window_blocks.too_few(subs.seg_ptr, times, size, step):
+            return None
+        active = np.ones(len(subs.bits), bool) if self.idle_events_matter else subs.bits != 0
+        blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step)
+        if blocks is None:
+            return None
+        return (self._windows_that_may_finish(subs, Windows(seg, lo, hi, start=start, size=size))
+                for seg, start, lo, hi in blocks)
 
     # -- evaluation -------------------------------------------------------------------------
     def _python_state(self, subs: SubStreams, lo: int, hi: int) -> list | None:
@@ -511,13 +538,18 @@ class Engine:
         object per row; otherwise rows go through :meth:`run` and ``build_table``.
         """
         subs = self.substreams()
-        wins = self._windows_that_may_finish(subs, self.window_ranges(subs))
         fast = self._fast_executor(subs)
-        if fast is not None and len(wins.seg):
+        blocks = self._window_blocks(subs, fast)
+        if blocks is not None:
+            table = self._table_by_blocks(fast, subs, blocks, on_overflow, metadata)
+            if table is not None:
+                return table  # else an overflow to report: the row path words it
+        wins = self._windows_that_may_finish(subs, self.window_ranges(subs))
+        if fast is not None and len(wins.seg) and blocks is None:
             from cogra.runtime.fast import finish
 
-            if finish.applies(self, fast, wins):
-                table = self._table_by_blocks(fast, subs, wins, on_overflow, metadata)
+            if finish.applies(self, fast) and wins.start is not None:
+                table = self._table_by_blocks(fast, subs, [wins], on_overflow, metadata)
                 if table is not None:
                     return table  # else an overflow to report: the row path words it
         self.stats["windows"] = len(wins.seg)
@@ -525,27 +557,31 @@ class Engine:
         return build_table(self.bound.query, self.bound.schema, self._rows(subs, wins, fast, out),
                            time_type=self.bound.time_type, on_overflow=on_overflow, metadata=metadata)
 
-    def _table_by_blocks(self, fast: Any, subs: SubStreams, wins: "Windows", on_overflow: str,
+    def _table_by_blocks(self, fast: Any, subs: SubStreams, blocks: "Iterable[Windows]", on_overflow: str,
                          metadata: dict | None) -> pa.Table | None:
-        """The result through the compiled finish (:mod:`cogra.runtime.fast.finish`), its
-        windows evaluated in blocks of consecutive starts
-        (:func:`cogra.runtime.fast.window_blocks.by_start`); None when an overflow must
-        raise.  The blocks' tables are the result's chunks, in output order."""
-        from cogra.runtime.fast import finish, window_blocks
+        """The result through the compiled finish (:mod:`cogra.runtime.fast.finish`), block
+        of windows after block (:meth:`_window_blocks`, or all windows as one); None when
+        an overflow must raise.  The blocks' tables are the result's chunks, in output order."""
+        from cogra.runtime.fast import finish
 
-        self.stats["windows"] = len(wins.seg)
         exact_before = self.stats["windows_exact"]
         tables = []
-        # Not for kept variables: the mixed-grained kernels' per-call set-up (trees, shared
-        # rows) would be paid per block, and their windows are far fewer per event.
-        for block in [wins] if fast.kept else window_blocks.by_start(wins):
+        n = 0
+        for block in blocks:
+            if not len(block.seg):
+                continue  # none of its windows may finish
+            n += len(block.seg)
             out = self._run_kernels(subs, block, fast)
             table = finish.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
                                         metadata=metadata)
             if table is None:
                 return None
             tables.append(table)
-        self.stats["windows_fast"] = len(wins.seg) - (self.stats["windows_exact"] - exact_before)
+        self.stats["windows"] = n
+        self.stats["windows_fast"] = n - (self.stats["windows_exact"] - exact_before)
+        if not tables:  # no window may finish
+            return build_table(self.bound.query, self.bound.schema, [], time_type=self.bound.time_type,
+                               on_overflow=on_overflow, metadata=metadata)
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
     def _run_kernels(self, subs: SubStreams, wins: "Windows", fast: Any):

@@ -66,8 +66,9 @@ ENABLED = True
 COMPILED = True
 """Tests switch this off to run the numpy rules (:func:`numpy_item_columns`) on every key."""
 
-def applies(engine: Any, fast: Any, wins: Any) -> bool:
-    if not ENABLED or wins.start is None:
+def applies(engine: Any, fast: Any) -> bool:
+    """Whether this module can finish the query's windows (given integral starts)."""
+    if not ENABLED:
         return False
     schema = engine.table.schema
     for slot in engine.layout.slots:

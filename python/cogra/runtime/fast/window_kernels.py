@@ -6,9 +6,19 @@ import numpy as np
 from numba import njit
 
 
+NO_WINDOW_YET = np.iinfo(np.int64).min
+LAST_WINDOW = np.iinfo(np.int64).max
+
+
 @njit(cache=True)
-def _walk(seg_ptr, times, active, size, step, emit, seg_out, start_out, lo_out, hi_out):
-    """Counts (``emit`` False) or writes every window; times ascend within a segment.
+def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_out, lo_out, hi_out):
+    """Counts (``emit`` False) or writes the windows ``k < k_to`` (start ``k * step``) of
+    every segment, resuming where ``state`` says; times ascend within a segment.
+
+    ``state[s]`` = (next event, first window not yet written, lo, hi) of segment ``s``:
+    a walk that writes leaves it at the first window ``>= k_to``, so that windows can be
+    enumerated block after block of starts (:mod:`window_blocks`) in one pass over the
+    events in all; a count leaves it alone.
 
     An event at ``t`` lies in windows ``k_lo(t) .. t // step``.  ``t // step`` is kept
     with the pane ``[k * step, (k + 1) * step)`` it holds for and recomputed only when an
@@ -19,15 +29,14 @@ def _walk(seg_ptr, times, active, size, step, emit, seg_out, start_out, lo_out, 
     whole = size % step == 0
     span = size // step
     for s in range(seg_ptr.shape[0] - 1):
-        a, b = seg_ptr[s], seg_ptr[s + 1]
-        next_k = np.iinfo(np.int64).min
-        lo = a
-        hi = a
+        b = seg_ptr[s + 1]
+        e, next_k, lo, hi = state[s, 0], state[s, 1], state[s, 2], state[s, 3]
         k_hi = 0
         pane_from = 1
         pane_to = 0  # empty: the first event computes its pane
-        for e in range(a, b):
+        while e < b:
             if not active[e]:
+                e += 1
                 continue
             t = times[e]
             if t < pane_from or t >= pane_to:
@@ -36,36 +45,62 @@ def _walk(seg_ptr, times, active, size, step, emit, seg_out, start_out, lo_out, 
                 pane_to = pane_from + step
             k_lo = k_hi - span + 1 if whole else (t - size) // step + 1
             k = k_lo if k_lo > next_k else next_k
-            if k > k_hi:
-                continue
+            last = k_hi if k_hi < k_to else k_to - 1
             if not emit:
-                n += k_hi - k + 1
-                next_k = k_hi + 1
-                continue
-            while k <= k_hi:
-                start = k * step
-                while lo < b and times[lo] < start:
-                    lo += 1
-                if hi < lo:
-                    hi = lo
-                while hi < b and times[hi] < start + size:
-                    hi += 1
-                seg_out[n] = s
-                start_out[n] = start
-                lo_out[n] = lo
-                hi_out[n] = hi
-                n += 1
-                k += 1
+                if k <= last:
+                    n += last - k + 1
+            else:
+                while k <= last:
+                    start = k * step
+                    while lo < b and times[lo] < start:
+                        lo += 1
+                    if hi < lo:
+                        hi = lo
+                    while hi < b and times[hi] < start + size:
+                        hi += 1
+                    seg_out[n] = s
+                    start_out[n] = start
+                    lo_out[n] = lo
+                    hi_out[n] = hi
+                    n += 1
+                    k += 1
+            if k_hi >= k_to:  # this event's later windows belong to the next block
+                if next_k < k_to:
+                    next_k = k_to
+                break
             next_k = k_hi + 1
+            e += 1
+        if emit:
+            state[s, 0], state[s, 1], state[s, 2], state[s, 3] = e, next_k, lo, hi
     return n
 
 
-def enumerate_int_windows(seg_ptr, times, active, size, step):
+def walk_state(seg_ptr) -> np.ndarray:
+    """:func:`_walk`'s state before the first window of every segment."""
+    seg_ptr = np.asarray(seg_ptr, np.int64)
+    state = np.empty((max(0, len(seg_ptr) - 1), 4), np.int64)
+    state[:, 0] = state[:, 2] = state[:, 3] = seg_ptr[:-1]
+    state[:, 1] = NO_WINDOW_YET
+    return state
+
+
+def count_windows(seg_ptr, times, active, size, step, k_to, state) -> int:
+    """How many windows ``k < k_to`` a walk from ``state`` would write."""
     empty = np.zeros(0, np.int64)
-    n = _walk(seg_ptr, times, active, size, step, False, empty, empty, empty, empty)
+    return int(_walk(seg_ptr, times, active, size, step, k_to, False, state, empty, empty, empty, empty))
+
+
+def write_windows(seg_ptr, times, active, size, step, k_to, state, n):
+    """``(seg, start, lo, hi)`` of the ``n`` windows ``k < k_to`` from ``state`` (advanced)."""
     seg, start, lo, hi = (np.empty(n, np.int64) for _ in range(4))
-    _walk(seg_ptr, times, active, size, step, True, seg, start, lo, hi)
+    _walk(seg_ptr, times, active, size, step, k_to, True, state, seg, start, lo, hi)
     return seg, start, lo, hi
+
+
+def enumerate_int_windows(seg_ptr, times, active, size, step):
+    state = walk_state(seg_ptr)
+    n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
+    return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n)
 
 
 @njit(cache=True)
@@ -79,25 +114,33 @@ def walk_ordered(seg, key):
 
 
 @njit(cache=True)
-def may_finish(plays, start_bits, final_bits, lo, hi):
-    """Per window ``[lo, hi)``: whether an event in it may play a start variable and an
-    event at or after that one a final variable -- a trend's first and last events.  A
-    window without both holds no finished trend, so it has no result row under any
-    semantics.  One pass over the events each way, then one look-up per window."""
+def trend_ends(plays, start_bits, final_bits):
+    """Per event position ``i``: the first position ``>= i`` whose event may play a start
+    variable, and the last ``<= i`` whose event may play a final one (for
+    :func:`may_finish`; once per evaluation, shared by its blocks of windows)."""
     n = plays.shape[0]
-    first_start = np.empty(n + 1, np.int64)  # the first start-capable position >= i
+    first_start = np.empty(n + 1, np.int64)
     nxt = n
     first_start[n] = n
     for i in range(n - 1, -1, -1):
         if plays[i] & start_bits:
             nxt = i
         first_start[i] = nxt
-    last_final = np.empty(n, np.int64)  # the last final-capable position <= i
+    last_final = np.empty(n, np.int64)
     prev = -1
     for i in range(n):
         if plays[i] & final_bits:
             prev = i
         last_final[i] = prev
+    return first_start, last_final
+
+
+@njit(cache=True)
+def may_finish(first_start, last_final, lo, hi):
+    """Per window ``[lo, hi)``: whether an event in it may play a start variable and an
+    event at or after that one a final variable -- a trend's first and last events
+    (:func:`trend_ends`).  A window without both holds no finished trend, so it has no
+    result row under any semantics."""
     keep = np.empty(lo.shape[0], np.bool_)
     for w in range(lo.shape[0]):
         keep[w] = hi[w] > lo[w] and first_start[lo[w]] <= last_final[hi[w] - 1]
