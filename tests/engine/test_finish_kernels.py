@@ -194,3 +194,50 @@ def test_segments_longer_than_a_tile_are_decoded_in_tiles(context) -> None:
     keyed = finish.keyed_windows([(0,), (1,), (2,)], seg, start, out)
     assert len(keyed.windows) == len(keyed.first) == n - 9
     assert compare(context, out, keyed) == len(keyed.first)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
+    # finish_kernels.keys_by_start merges the segments' runs by (start, group rank); where
+    # it applies, the keys are those keyed_windows gets by sorting.
+    from cogra.runtime.fast import finish_kernels as fk
+
+    n_seg = data.draw(st.integers(1, 6))
+    spread = data.draw(st.sampled_from([1, 1, 1000]))  # sparse starts may exceed the sweep's budget
+    seg, start = [], []
+    for s in range(n_seg):
+        starts = sorted(set(data.draw(st.lists(st.integers(-15, 15), max_size=20))))
+        seg += [s] * len(starts)
+        start += [x * spread * (s + 1 if spread > 1 else 1) for x in starts]
+    seg, start = np.asarray(seg, np.int64), np.asarray(start, np.int64)
+    order = np.argsort(seg, kind="stable")
+    seg, start = seg[order], start[order]
+    reached = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(seg), max_size=len(seg))), bool)
+    distinct = data.draw(st.booleans())
+    seg_rank = (np.asarray(data.draw(st.permutations(range(n_seg))), np.int64) if distinct
+                else np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n_seg, max_size=n_seg)), np.int64))
+    n, windows, key_start, key_group = fk.keys_by_start(seg, start, reached, seg_rank)
+    present = np.unique(seg)
+    if len(np.unique(seg_rank[present])) < len(present):
+        assert n == -1  # two segments of one output group
+        return
+    if 2 * len(present) * len(np.unique(start)) <= 4 * len(seg) + 64:
+        assert n >= 0  # within the sweep's budget, it applies
+    if n < 0:
+        return
+    ids = np.flatnonzero(reached)
+    want = ids[np.lexsort((seg_rank[seg[ids]], start[ids]))]
+    assert windows[:n].tolist() == want.tolist()
+    assert key_start[:n].tolist() == start[want].tolist()
+    assert key_group[:n].tolist() == seg_rank[seg[want]].tolist()
+
+
+def test_keys_by_start_refuses_windows_out_of_walk_order() -> None:
+    from cogra.runtime.fast import finish_kernels as fk
+
+    seg = np.array([0, 0, 1], np.int64)
+    reached = np.ones(3, bool)
+    rank = np.array([0, 1], np.int64)
+    assert fk.keys_by_start(seg, np.array([5, 3, 1], np.int64), reached, rank)[0] == -1
+    assert fk.keys_by_start(seg, np.array([3, 5, 1], np.int64), reached, rank)[0] == 3

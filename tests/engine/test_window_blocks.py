@@ -15,23 +15,15 @@ from cogra.reference import evaluate_reference
 from cogra.runtime.engine import Engine
 from cogra.runtime.fast import window_blocks
 from cogra.runtime.fast.window_kernels import enumerate_int_windows
+from tests.engine.test_window_enumeration import walk_inputs
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import blocks_of
 
 
 @settings(max_examples=300, deadline=None)
-@given(data=st.data(), step=st.integers(1, 7), size_steps=st.integers(1, 5), odd=st.integers(0, 6),
-       segments=st.integers(1, 5), block=st.integers(1, 20))
-def test_blocks_partition_the_windows_by_start_ranges(data, step, size_steps, odd, segments, block) -> None:
-    size = size_steps * step + (odd if data.draw(st.booleans()) else 0)
-    parts, seg_ptr = [], [0]
-    for _ in range(segments):
-        ts = sorted(data.draw(st.lists(st.integers(-60, 60), max_size=25)))
-        parts.append(ts)
-        seg_ptr.append(seg_ptr[-1] + len(ts))
-    times = np.array([t for p in parts for t in p], np.int64)
-    active = np.array(data.draw(st.lists(st.booleans(), min_size=len(times), max_size=len(times))), bool)
-    seg_ptr = np.array(seg_ptr, np.int64)
+@given(inputs=walk_inputs(max_segments=5, span=60, max_events=25), block=st.integers(1, 20))
+def test_blocks_partition_the_windows_by_start_ranges(inputs, block) -> None:
+    seg_ptr, times, active, size, step = inputs
     every = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step))))
     with blocks_of(block):
         if window_blocks.too_few(seg_ptr, times, size, step):  # a bound: never too few wrongly

@@ -33,19 +33,26 @@ def direct(seg_ptr, times, active, size, step):
     return out
 
 
-@settings(max_examples=300, deadline=None)
-@given(data=st.data(), step=st.integers(1, 7), size_steps=st.integers(1, 5), odd=st.integers(0, 6),
-       segments=st.integers(1, 4))
-def test_compiled_enumeration_equals_direct(data, step, size_steps, odd, segments) -> None:
-    size = size_steps * step + (odd if data.draw(st.booleans()) else 0)
+@st.composite
+def walk_inputs(draw, max_segments: int = 4, span: int = 40, max_events: int = 12):
+    """``(seg_ptr, times, active, size, step)``: segments of sorted times (ties, negative
+    times, empty segments), some events inactive, sizes the step does or does not divide."""
+    step = draw(st.integers(1, 7))
+    size = draw(st.integers(1, 5)) * step + (draw(st.integers(0, 6)) if draw(st.booleans()) else 0)
     parts, seg_ptr = [], [0]
-    for _ in range(segments):
-        ts = sorted(data.draw(st.lists(st.integers(-40, 40), max_size=12)))
+    for _ in range(draw(st.integers(1, max_segments))):
+        ts = sorted(draw(st.lists(st.integers(-span, span), max_size=max_events)))
         parts.append(ts)
         seg_ptr.append(seg_ptr[-1] + len(ts))
     times = np.array([t for p in parts for t in p], np.int64)
-    active = np.array(data.draw(st.lists(st.booleans(), min_size=len(times), max_size=len(times))), bool)
-    seg_ptr = np.array(seg_ptr, np.int64)
+    active = np.array(draw(st.lists(st.booleans(), min_size=len(times), max_size=len(times))), bool)
+    return np.array(seg_ptr, np.int64), times, active, size, step
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs=walk_inputs())
+def test_compiled_enumeration_equals_direct(inputs) -> None:
+    seg_ptr, times, active, size, step = inputs
     got = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step))))
     assert got == direct(seg_ptr, times, active, size, step)
 

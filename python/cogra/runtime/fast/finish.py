@@ -114,6 +114,13 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     rank = np.empty(len(groups), np.int64)
     rank[ranked] = np.arange(len(groups))
     seg_rank = rank[seg_gid]  # per segment (few), not per window
+    ordered_groups = [groups[i] for i in ranked]
+    if len(seg) and len(groups):
+        n, windows, s, g = fk.keys_by_start(np.asarray(seg, np.int64), np.asarray(start, np.int64),
+                                            out.r, seg_rank)
+        if n >= 0:  # every segment its own group, in walk order: a window per key, merged
+            first = np.arange(n)
+            return Keyed(s[:n], g[:n], first, windows[:n], first, ordered_groups)
     reached = np.flatnonzero(out.r)
     some_unreached = len(reached) < len(out.r)  # else no gathers by ``reached``
     if some_unreached:
@@ -124,7 +131,6 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     s, g = start[by_key], gid[by_key]
     new = np.ones(len(windows), bool)
     new[1:] = (s[1:] != s[:-1]) | (g[1:] != g[:-1])
-    ordered_groups = [groups[i] for i in ranked]
     if new.all():  # a window per key (sub-streams are the output groups): no gathers
         first = np.arange(len(windows))
         return Keyed(s, g, first, windows, first, ordered_groups)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit
 
 from cogra.runtime.fast.channels import (
@@ -112,6 +113,18 @@ def _slot_window(slots, j, out_i, out_f, out_e, w):
                    out_i[w, ii_lo], out_f[w, bi_lo], out_f[w, fi_lo], out_e[w])
 
 
+@njit(cache=True, inline="always")
+def _decode_window(slots, out_i, out_f, out_e, w, k, status, value, mantissa, exponent):
+    """Every slot of window ``w``, the one window of key ``k`` (see :func:`decode_slots`)."""
+    for j in range(slots.shape[0]):
+        s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
+        status[j, k], exponent[j, k] = s, p
+        if s == EXACT:
+            value[j, k] = v
+        else:
+            mantissa[j, k] = m
+
+
 # decode_slots allocates nothing, so it compiles without reference counts, and then its
 # per-slot helpers can be inlined at no cost: as calls (``_slot_window`` taking 4 arrays,
 # ``_window`` 8 scalars, once per window and slot) they took a quarter of its time (1.92M
@@ -136,14 +149,7 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
     for k in range(first.shape[0] - 1):
         lo, hi = first[k], first[k + 1]
         if hi - lo == 1:
-            w = windows[lo]
-            for j in range(slots.shape[0]):
-                s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
-                status[j, k], exponent[j, k] = s, p
-                if s == EXACT:
-                    value[j, k] = v
-                else:
-                    mantissa[j, k] = m
+            _decode_window(slots, out_i, out_f, out_e, windows[lo], k, status, value, mantissa, exponent)
             continue
         for j in range(slots.shape[0]):
             all_exact = True
@@ -218,16 +224,74 @@ def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, runs,
             a = runs[r] + r0
             b = min(a + TILE, runs[r + 1])
             for w in range(a, b):
-                k = key_of[w]
-                if k < 0:
-                    continue  # no key: the window has no finished trend
-                for j in range(slots.shape[0]):
-                    s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
-                    status[j, k], exponent[j, k] = s, p
-                    if s == EXACT:
-                        value[j, k] = v
-                    else:
-                        mantissa[j, k] = m
+                if key_of[w] >= 0:  # else no key: the window has no finished trend
+                    _decode_window(slots, out_i, out_f, out_e, w, key_of[w], status, value, mantissa, exponent)
+
+
+@njit(cache=True)
+def keys_by_start(seg, start, reached, seg_rank):
+    """The reached windows in key order -- (start, group rank) -- when every segment is its
+    own output group: ``(n, windows, key start, key group)`` (the first ``n`` entries are
+    meaningful), or ``n = -1`` where this does not apply (segments sharing a group, windows
+    not by segment with ascending starts, or starts so sparse that the sweep would cost
+    more than sorting).
+
+    The windows come as runs, one per segment, each ascending by start; the sweep takes
+    the smallest start among the runs' heads and emits every head at it, runs in rank
+    order: per block of the sliding benchmark ~0.4 ms instead of ~1.7 ms for
+    ``np.lexsort`` and the gathers of starts, groups and window indices after it."""
+    n = seg.shape[0]
+    runs = 0
+    for w in range(n):
+        if w == 0 or seg[w] != seg[w - 1]:
+            runs += 1
+        elif start[w] <= start[w - 1]:
+            return -1, seg, seg, seg  # not in walk order
+    head = np.empty(runs, np.int64)
+    end = np.empty(runs, np.int64)
+    rank = np.empty(runs, np.int64)
+    r = -1
+    for w in range(n):
+        if w == 0 or seg[w] != seg[w - 1]:
+            r += 1
+            head[r] = w
+            rank[r] = seg_rank[seg[w]]
+        end[r] = w + 1
+    by_rank = np.argsort(rank)
+    for i in range(1, runs):
+        if rank[by_rank[i]] == rank[by_rank[i - 1]]:
+            return -1, seg, seg, seg  # two segments, one output group: merged keys
+    windows = np.empty(n, np.int64)
+    key_start = np.empty(n, np.int64)
+    key_group = np.empty(n, np.int64)
+    k = 0
+    budget = 4 * n + 64  # head visits before sorting is cheaper
+    live = runs
+    while live > 0:
+        v = np.iinfo(np.int64).max
+        live = 0
+        for i in range(runs):
+            r = by_rank[i]
+            while head[r] < end[r] and not reached[head[r]]:
+                head[r] += 1
+            if head[r] < end[r]:
+                live += 1
+                if start[head[r]] < v:
+                    v = start[head[r]]
+        if live == 0:
+            break
+        for i in range(runs):
+            r = by_rank[i]
+            if head[r] < end[r] and start[head[r]] == v:
+                windows[k] = head[r]
+                key_start[k] = v
+                key_group[k] = rank[r]
+                k += 1
+                head[r] += 1
+        budget -= 2 * runs
+        if budget < 0:
+            return -1, seg, seg, seg
+    return k, windows, key_start, key_group
 
 
 @njit(cache=True, **NO_REFCOUNTS)
@@ -296,4 +360,4 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
 
 
 __all__ = ["BIG", "EXACT", "HARD", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT", "average", "decode_one_window_per_key",
-           "decode_slots", "float_sum"]
+           "decode_slots", "float_sum", "keys_by_start"]
