@@ -10,7 +10,7 @@ enough for the heap to reuse from block to block: the benchmark query's peak mem
 from 515-608 MB to 288-377 MB when the kernels and the finish went by blocks (eleventh
 session), and the window ranges themselves are enumerated block by block too
 (:func:`blocks`: one resumable walk over the events, :func:`window_kernels._walk`), so
-that the full window arrays, their copies per block and the checks of their order
+that the full window arrays, their copies per block and the check of their order
 (~25 ms and ~120 MB for 1.9M windows) are gone as well.
 
 Blocks split the windows by *start time*, not by segment: the result is ordered by
