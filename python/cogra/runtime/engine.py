@@ -432,9 +432,14 @@ class Engine:
         return tuple(out)
 
     # -- windows --------------------------------------------------------------------------
+    def _active_events(self, subs: SubStreams) -> np.ndarray:
+        """Per position: whether its event opens windows (plays a variable, or any event
+        where idle ones matter)."""
+        return np.ones(len(subs.bits), bool) if self.idle_events_matter else subs.bits != 0
+
     def window_ranges(self, subs: SubStreams) -> "Windows":
         """Every window of every sub-stream that holds an active event."""
-        active = np.ones(len(subs.bits), bool) if self.idle_events_matter else subs.bits != 0
+        active = self._active_events(subs)
         times = self.time_np[subs.rows]
         if is_integral(self.windows, self.bound.time_type):
             seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows)
@@ -502,7 +507,7 @@ class Engine:
         size, step = int(spec.size), int(spec.step)
         if window_blocks.too_few(subs.seg_ptr, times, size, step):
             return None
-        active = np.ones(len(subs.bits), bool) if self.idle_events_matter else subs.bits != 0
+        active = self._active_events(subs)
         blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step)
         if blocks is None:
             return None

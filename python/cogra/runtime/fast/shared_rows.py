@@ -53,6 +53,8 @@ ENABLED = True
 RING_CACHE_MAX_BYTES = 1 << 28
 """The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
 the representatives) must fit in this; beyond it nothing is shared."""
+
+
 @dataclass
 class Share:
     """The sharing arguments of :func:`~cogra.runtime.fast.mixed_kernels.run_mixed_windows`.

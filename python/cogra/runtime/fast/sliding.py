@@ -139,7 +139,6 @@ def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
     return seg, k
 
 
-
 def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
                lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
     """Mixed-grained sliding windows: all of a sub-stream's windows in one pass over lanes

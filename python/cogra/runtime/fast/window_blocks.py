@@ -39,6 +39,9 @@ per segment and block (q2's 8 Spark partitions of ~400k windows each took 0.206 
 s in blocks, as a reused worker's heap clears no pages anyway); below ~50 MB of kernel
 channels there is little memory to save."""
 
+LARGE = 1 << 62
+"""Beyond any time (``np.min``'s initial value over no active event)."""
+
 
 def too_few(seg_ptr: np.ndarray, times: np.ndarray, size: int, step: int) -> bool:
     """Whether a bound of the windows, without walking the events, is below
@@ -86,10 +89,6 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
             width = max(1, min(4 * width, width * BLOCK_WINDOWS // max(n, 1)))
 
     return walk()
-
-
-LARGE = 1 << 62
-"""Beyond any time (``np.min``'s initial value over no active event)."""
 
 
 __all__ = ["BLOCK_WINDOWS", "MIN_BLOCKS", "blocks", "too_few"]
