@@ -206,7 +206,7 @@ def test_empty_panes_and_long_gaps() -> None:
 
 
 @pytest.mark.parametrize("generated", [False, True], ids=["generic", "generated"])
-def test_huge_counts_are_rescaled(monkeypatch, request, generated) -> None:
+def test_huge_counts_are_rescaled(monkeypatch, generated) -> None:
     # 2^n - 1 trends per window: the floats pass 2^1000 and are kept with exponents
     # (no fallback to the per-window kernel); COUNT overflows int64 (NULL), AVG does not.
     # Both the generic sharing kernel and the one generated for the query's shape.
@@ -214,9 +214,11 @@ def test_huge_counts_are_rescaled(monkeypatch, request, generated) -> None:
 
     generated_runs = []
     if generated:
-        from cogra.runtime.fast import codegen
+        from cogra.runtime.fast import codegen, executor
 
-        request.getfixturevalue("generated_kernels")
+        # as the generated_kernels fixture, for this test only (that one is per module)
+        monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 0)
+        monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 0)
         real_for = codegen.sliding_for
         monkeypatch.setattr(codegen, "sliding_for", lambda shape: generated_runs.append(1) or real_for(shape))
     direct_runs = []
