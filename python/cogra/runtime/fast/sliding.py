@@ -107,8 +107,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
     # Per evaluation, not per block of windows (cogra.runtime.fast.window_blocks).
     pair_ok = fast.per_positions("pair_ok", rows, plays, lambda: fast.pair_ok[rows])
-    max_panes = fast.per_positions(f"max_panes {slide} {panes}", rows, plays,
-                                   lambda: _max_panes(times // slide, subs.seg_ptr, panes))
+    max_panes = _max_panes(subs.seg_ptr, panes)
     args = (
         fast.mode, times, plays, pair_ok, fast.nv, fast.pred_ptr, fast.pred_idx,
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
@@ -256,22 +255,17 @@ def _live_span(pane, seg_ptr, per_window):
     return best
 
 
-def _max_panes(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
+def _max_panes(seg_ptr: np.ndarray, per_window: int) -> int:
     """A bound on the panes either stack holds.
 
     After a flip at window ``k`` the next windows start before ``k + per_window`` and so
     add at most ``per_window - 1`` panes; the window that flips next adds its own
-    ``per_window`` (events between two windows are skipped).  Neither stack exceeds a
-    segment's distinct panes either.
+    ``per_window`` (events between two windows are skipped).  A stack holds only panes
+    with events, so neither exceeds a segment's events either (a bound from the segment
+    sizes alone: counting distinct panes took 7 ms per 1M events).
     """
-    if len(pane) == 0:
-        return 1
-    new = np.ones(len(pane), np.int64)
-    new[1:] = pane[1:] != pane[:-1]
-    starts = seg_ptr[:-1][np.diff(seg_ptr) > 0]
-    new[starts] = 1
-    distinct = int(np.add.reduceat(new, starts).max())
-    return max(1, min(distinct, 3 * per_window))
+    longest = int(np.max(np.diff(seg_ptr))) if len(seg_ptr) > 1 else 0
+    return max(1, min(longest, 3 * per_window))
 
 
 __all__ = ["MIN_EVENTS_PER_WINDOW", "MIN_PANES_PER_WINDOW", "SPECIALIZE_MIN_EVENTS", "plan", "run_raw"]
