@@ -61,3 +61,24 @@ def test_generated_sharing_runs(query, generated_kernels, counted_generated) -> 
 @given(table=streams(max_events=14, types=("A", "B")))
 def test_generated_sharing_equals_direct_and_reference(query, table, generated_kernels) -> None:
     shared_equals_direct(query, table)
+
+
+@pytest.mark.parametrize("query, derived", [
+    ("RETURN COUNT(*) PATTERN A+", True),
+    ("RETURN COUNT(*), MIN(A.w) PATTERN A+ WHERE A.v > 1", True),  # a filter, not a pair predicate
+    ("RETURN COUNT(*) PATTERN A", False),  # no Kleene: a trend is one event
+    ("RETURN COUNT(*) PATTERN SEQ(A+, B)", False),
+    ("RETURN COUNT(*) PATTERN A+ SEMANTICS skip-till-next-match", False),
+    ("RETURN COUNT(*) PATTERN A+ SEMANTICS contiguous", False),
+])
+def test_linear_response_derived_only_for_one_kleene_variable_under_any(query, derived) -> None:
+    # The generated pane map derives L_0 = T0 + one trend only where that identity holds:
+    # one variable that every event playing it starts and extends, under any.
+    import cogra
+    from cogra.runtime.engine import Engine
+    from cogra.runtime.fast.executor import FastExecutor
+
+    table = pa.table({"type": ["A", "B"], "time": pa.array([0, 1], pa.int64()), "v": [1, 2], "w": [0.5, 1.5]})
+    engine = Engine(cogra.plan(query + " WITHIN 6 seconds SLIDE 1 second", table.schema), table)
+    shape = FastExecutor(engine, subs=engine.substreams()).shape()
+    assert codegen.one_kleene_variable_under_any(shape) is derived
