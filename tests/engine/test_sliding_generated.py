@@ -82,3 +82,18 @@ def test_linear_response_derived_only_for_one_kleene_variable_under_any(query, d
     engine = Engine(cogra.plan(query + " WITHIN 6 seconds SLIDE 1 second", table.schema), table)
     shape = FastExecutor(engine, subs=engine.substreams()).shape()
     assert codegen.one_kleene_variable_under_any(shape) is derived
+
+
+def test_unread_parameters_are_pruned_from_definitions_and_calls() -> None:
+    # codegen._prune_parameters: ``inner`` never reads ``b``; once that is dropped,
+    # ``outer`` only passed ``b`` on and loses it too; ``keep`` reads all of its own.
+    text = ("def inner(a, b, c):\n    return a + c\n\n"
+            "def outer(a, b):\n    return inner(a, b, 1) + keep(a)\n\n"
+            "def keep(a):\n    return a\n\n"
+            "def run(x, y):\n    return outer(x, y) + inner(x, y * 2, 3)\n")
+    pruned = codegen._prune_parameters(text, ["inner", "outer", "keep"])
+    namespace: dict = {}
+    exec(pruned, namespace)
+    assert "def inner(a, c):" in pruned and "def outer(a):" in pruned and "def keep(a):" in pruned
+    assert "outer(x) + inner(x, 3)" in pruned and "inner(a, 1)" in pruned
+    assert namespace["run"](5, 7) == (5 + 1 + 5) + (5 + 3)
