@@ -646,16 +646,16 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         if s.mode == 0:  # the finished row is empty (see rows above)
             each_channel(lambda c, k: f"o_{c}{k} = " + ("U0" if c == "i" else "0.0" if c == "f" else xid_of(k)))
         else:
-            each_channel(lambda c, k: f"o_{c}{k} = s{c}[s, {fin}, {k}]")
+            each_channel(lambda c, k: f"o_{c}{k} = {at('s' + c, 's', fin, k)}")
         for v in finals_any:
-            w(f"if sr[s, {v}]:")
+            w(f"if {at('sr', 's', v)}:")
             with w.block():
-                each_channel(lambda c, k: f"o_{c}{k} += s{c}[s, {v}, {k}]", kinds="if")
+                each_channel(lambda c, k: f"o_{c}{k} += {at('s' + c, 's', v, k)}", kinds="if")
                 for k in range(n_x):
-                    _keep_better(w, f"o_x{k}", f"sx[s, {v}, {k}]", s.x_is_min[k])
+                    _keep_better(w, f"o_x{k}", at("sx", "s", v, k), s.x_is_min[k])
         each_channel(lambda c, k: f"out_{c}[w, {k}] = o_{c}{k}")
         w("out_e[w] = se[s]")
-        reached = [f"sr[s, {v}]" for v in finals_any] if s.mode == 0 else [f"sr[s, {fin}]"]
+        reached = [at("sr", "s", v) for v in finals_any] if s.mode == 0 else [at("sr", "s", fin)]
         w("out_r[w] = " + (" or ".join(reached) or "False"))
     w()
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
@@ -671,8 +671,8 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         w("for t in range(n):")
         with w.block():
             for q in rows:
-                each_channel(lambda c, k: f"p{c}[dst + t, {q}, {k}] = p{c}[src + t, {q}, {k}]")
-                w(f"pr[dst + t, {q}] = pr[src + t, {q}]")
+                each_channel(lambda c, k: f"{at('p' + c, 'dst + t', q, k)} = {at('p' + c, 'src + t', q, k)}")
+                w(f"{at('pr', 'dst + t', q)} = {at('pr', 'src + t', q)}")
             w("pe[dst + t] = pe[src + t]")
     w()
     derived = one_kleene_variable_under_any(s)
@@ -868,18 +868,22 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
 
 
 def _flat_pool(run_sliding: str) -> str:
-    """``run_sliding``'s source with its compositions and map applications given flat
-    views of the pool's arrays (``reshape(-1)``, no copy): the generated ``_apply``
-    indexes them with the shape's widths as constants, and a 1-d array argument is 7
-    scalars where a 3-d one is 11 (the sliding benchmark's kernel 144 -> 136 ms)."""
+    """``run_sliding``'s source with its pane maps, compositions, map applications, row
+    copies and output rows given flat views of the pool's arrays (``reshape(-1)``, no
+    copy): the generated helpers index them with the shape's widths as constants, and a
+    1-d array argument is 7 scalars where a 3-d one is 11 (the sliding benchmark's kernel
+    144 -> 136 ms for the applications; 119 -> 117 ms for the row copies and rows out)."""
     anchor = "    mr = np.zeros((n_rows, sdim), np.bool_)\n"
     assert run_sliding.count(anchor) == 1, "run_sliding allocates its pool once"
     views = "".join(f"    {a}_flat = {a}.reshape(-1)\n" for a in ("mi", "mf", "mx", "mr"))
     text = run_sliding.replace(anchor, anchor + views)
-    for name in ("_compose", "_apply"):
+    for name in ("_compose", "_apply", "_copy_rows"):
         call = f"{name}(mi, mf, mx, mr, me,"
         assert call in text, call
         text = text.replace(call, f"{name}(mi_flat, mf_flat, mx_flat, mr_flat, me,")
+    call = "x_is_min, mi, mf, mx, mr, me, win, w,"  # _emit_row's
+    assert text.count(call) == 1, call
+    text = text.replace(call, "x_is_min, mi_flat, mf_flat, mx_flat, mr_flat, me, win, w,")
     calls = list(re.finditer(r"_pane_map\(([^()]*)\)", text))
     assert len(calls) == 1, "run_sliding calls _pane_map once"
     flat = re.sub(r"\b(mi|mf|mx|mr)\b", r"\1_flat", calls[0].group(0))
