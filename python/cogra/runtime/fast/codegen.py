@@ -300,13 +300,12 @@ def generate(shape: Shape) -> str:
             _keep_better(w, f"{dst}_x{k}", f"{src}_x{k}", s.x_is_min[k])
         w(f"{dst}_r = True")
 
-    def transfer(arrays: str, at: str, to_arrays: bool, finished: bool = True) -> None:
-        """Copy the states s0.., fin (not fin unless ``finished``) between scalars and rows
-        ``[at, row]`` of the four arrays named ``arrays`` (``"st"``: st_i, st_f, st_x,
-        st_r; else its i/f/x/r)."""
+    def transfer(arrays: str, at: str, to_arrays: bool) -> None:
+        """Copy the states s0.., fin between scalars and rows ``[at, row]`` of the four
+        arrays named ``arrays`` (``"st"``: st_i, st_f, st_x, st_r; else its i/f/x/r)."""
         a_i, a_f, a_x, a_r = (f"{arrays}_{c}" if arrays == "st" else f"{arrays[0]}{c}"
                               for c in "ifxr")
-        for prefix, row in [(f"s{v}", v) for v in range(nv)] + ([("fin", nv)] if finished else []):
+        for prefix, row in [(f"s{v}", v) for v in range(nv)] + [("fin", nv)]:
             pairs = [(f"{prefix}_i{k}", f"{a_i}[{at}, {row}, {k}]") for k in range(n_i)]
             pairs += [(f"{prefix}_f{k}", f"{a_f}[{at}, {row}, {k}]") for k in range(n_f)]
             pairs += [(f"{prefix}_x{k}", f"{a_x}[{at}, {row}, {k}]") for k in range(n_x)]
@@ -595,35 +594,34 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         width = {"i": n_i, "f": n_f, "x": n_x}[array[-1]]
         return f"{array}[(({row}) * {nv + 1} + {q}) * {width} + {k}]"
 
-    for name, cell in (("_normalize_flat", lambda q, k: at("sf", "row", q, k)),):
-        w(f"@njit(cache=True{_NO_REFCOUNTS})")
-        w(f"def {name}(sf, row):")
+    w(f"@njit(cache=True{_NO_REFCOUNTS})")
+    w("def _normalize_flat(sf, row):")
+    with w.block():
+        w('"""sliding_kernels._normalize over the rows kept here, unrolled, on a flat view."""')
+        w("big = 0.0")
+        for q in rows:
+            for k in range(n_f):
+                w(f"a = abs({at('sf', 'row', q, k)})")
+                w("if a > big:")
+                with w.block():
+                    w("big = a")
+                w("elif a != a:")
+                with w.block():
+                    w("return -1")
+        w("if not big < np.inf:")
         with w.block():
-            w('"""sliding_kernels._normalize over the rows kept here, unrolled, on a flat view."""')
-            w("big = 0.0")
+            w("return -1")
+        w("shift = 0")
+        w("while big > SCALE_ABOVE:")
+        with w.block():
+            w("scale = math.ldexp(1.0, -SCALE_STEP)")
             for q in rows:
                 for k in range(n_f):
-                    w(f"a = abs({cell(q, k)})")
-                    w("if a > big:")
-                    with w.block():
-                        w("big = a")
-                    w("elif a != a:")
-                    with w.block():
-                        w("return -1")
-            w("if not big < np.inf:")
-            with w.block():
-                w("return -1")
-            w("shift = 0")
-            w("while big > SCALE_ABOVE:")
-            with w.block():
-                w("scale = math.ldexp(1.0, -SCALE_STEP)")
-                for q in rows:
-                    for k in range(n_f):
-                        w(f"{cell(q, k)} *= scale")
-                w("big *= scale")
-                w("shift += SCALE_STEP")
-            w("return shift")
-        w()
+                    w(f"{at('sf', 'row', q, k)} *= scale")
+            w("big *= scale")
+            w("shift += SCALE_STEP")
+        w("return shift")
+    w()
     # The per-window helpers with the shape's channels unrolled (the generic ones loop
     # over runtime widths): a window's row out, a window copied, rows copied in the pool.
     def xid_of(k: int) -> str:
