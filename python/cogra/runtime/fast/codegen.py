@@ -676,19 +676,18 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     derived = one_kleene_variable_under_any(s)
 
     def one_more_trend(pi: str, pf: str, px: str, pr: str, pe: str, m: str) -> None:
-        """Emit: map row ``m + 1`` (L_0) := row ``m`` (T0) plus one trend, at T0's exponent
-        -- the linear response of one Kleene variable under any (see _pane_map) -- and
-        return whether its floats stayed finite."""
+        """Emit: map row ``m + 1`` (L_0) := row ``m`` (T0, normalized) plus one trend, at
+        T0's exponent -- the linear response of one Kleene variable under any (see
+        _pane_map) -- and return True."""
         arrays = {"i": pi, "f": pf, "x": px}
         each_channel(lambda c, k: f"{at(arrays[c], m + ' + 1', 0, k)} = {at(arrays[c], m, 0, k)}")
         w(f"{at(pi, m + ' + 1', 0, 0)} += U1")
+        # No normalizing: row m is normalized and finite, and its count plus 2**-e (at most
+        # 1) stays finite and at most SCALE_ABOVE (a power of two, beyond 2**53: a double
+        # below it plus one rounds to at most it) -- 4 ms of the benchmark's kernel.
         w(f"{at(pf, m + ' + 1', 0, 0)} += {pow2('-' + pe + '[' + m + ']')}")
         w(f"{at(pr, m + ' + 1', 0)} = True")
-        w(f"shift = _normalize_flat({pf}, {m} + 1)")
-        w("if shift < 0:")
-        with w.block():
-            w("return False")
-        w(f"{pe}[{m} + 1] = {pe}[{m}] + shift")
+        w(f"{pe}[{m} + 1] = {pe}[{m}]")
         w("return True")
 
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
