@@ -232,7 +232,8 @@ class Engine:
         """Streaming under contiguous: an irrelevant event alone must reach the states it
         breaks, so its sub-stream and windows are kept (see cogra.runtime.stream)."""
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
-        self._trend_ends: tuple[np.ndarray, np.ndarray] | None = None
+        self._trend_ends: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
+        """(the sub-streams' play bits it was computed from, window_kernels.trend_ends)"""
 
     # -- per-row facts ---------------------------------------------------------------
     def _numeric_times(self) -> np.ndarray:
@@ -479,12 +480,13 @@ class Engine:
             return wins
         from cogra.runtime.fast.window_kernels import kept_windows, may_finish
 
-        if self._trend_ends is None:  # per event, once per evaluation (blocks share it)
+        if self._trend_ends is None or self._trend_ends[0] is not subs.bits:
+            # per event, once per evaluation (its blocks of windows share it)
             from cogra.runtime.fast.window_kernels import trend_ends
 
-            self._trend_ends = trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
-                                          np.uint64(sum(1 << v for v in a.final)))
-        keep = may_finish(*self._trend_ends, np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
+            self._trend_ends = subs.bits, trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
+                                                     np.uint64(sum(1 << v for v in a.final)))
+        keep = may_finish(*self._trend_ends[1], np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
         if keep.all():
             return wins
         arrays = (np.asarray(x, np.int64) for x in (wins.seg, wins.start, wins.lo, wins.hi))

@@ -691,8 +691,11 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         w("return True")
 
     w(f"@njit(cache=True{_NO_REFCOUNTS})")
-    pane_map_at = len(w.lines)
-    w("def _pane_map(PARAMETERS):")  # the ones the body reads, filled in below
+    # The generic signature; _prune_parameters keeps the arguments the body reads (the
+    # generic one takes 29, most of them for its interpreted slot program, and every array
+    # argument of a call is passed as ~10 scalars, once per pane).
+    generic = list(inspect.signature(sliding_kernels._pane_map.py_func).parameters)
+    w(f"def _pane_map({', '.join(generic)}):")
     with w.block():
         w(f"rescale_above = {float(2.0**600)!r}")
         # State st of the identity map (T0: no trends; L_r: one trend, reached, at row r)
@@ -733,13 +736,6 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             one_more_trend("mi", "mf", "mx", "mr", "me", "m")
         else:
             w("return True")
-    # The generated _pane_map takes only the arguments it reads (the generic one takes 29,
-    # most of them for its interpreted slot program): every array argument of a call is
-    # passed as ~10 scalars, and the call happens once per pane.
-    generic = list(inspect.signature(sliding_kernels._pane_map.py_func).parameters)
-    body = "\n".join(w.lines[pane_map_at + 1:])
-    pane_map_args = [p for p in generic if re.search(rf"\b{p}\b", body)]
-    w.lines[pane_map_at] = w.lines[pane_map_at].replace("PARAMETERS", ", ".join(pane_map_args))
     w()
 
     def apply_body(affine: str) -> None:
@@ -851,15 +847,8 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             if node.name == "_compose":  # calls the generated _apply, not the generic one
                 assert copied[0] == "@njit(cache=True, **NO_REFCOUNTS)", copied[0]
                 copied[0] = f"@njit(cache=True{_NO_REFCOUNTS})"
-            if node.name == "run_sliding":  # the generated _pane_map's arguments only
-                text = "\n".join(copied)
-                calls = list(re.finditer(r"_pane_map\(([^()]*)\)", text))
-                assert len(calls) == 1, "run_sliding calls _pane_map once"
-                args = dict(zip(generic, (a.strip() for a in calls[0].group(1).split(","))))
-                assert len(args) == len(generic)
-                call = "_pane_map(" + ", ".join(args[p] for p in pane_map_args) + ")"
-                text = text[:calls[0].start()] + call + text[calls[0].end():]
-                copied = _flat_pool(text).split("\n")
+            if node.name == "run_sliding":
+                copied = _flat_pool("\n".join(copied)).split("\n")
             w.lines.extend(copied)
             w()
 

@@ -36,9 +36,9 @@ from cogra.runtime.fast.channels import (
 from cogra.runtime.fast.jit import NO_REFCOUNTS
 
 EXACT, BIG, HARD = 0, 1, 2
+"""Per slot and key: the value is ``value`` / about ``mantissa * 2**exponent`` / not decided here."""
 TILE = 512
 """Windows of one segment decoded before the next segment's (:func:`decode_one_window_per_key`)."""
-"""Per slot and key: the value is ``value`` / about ``mantissa * 2**exponent`` / not decided here."""
 
 KIND_COUNT, KIND_ISUM, KIND_SPLIT = 0, 1, 2
 """Slot kinds: ``int`` (uint64 residue), ``isum`` (int64 residue), ``fsplit`` (two isum
