@@ -21,11 +21,16 @@ from cogra.runtime.fast.channels import KernelOut
 
 QUERY = ("RETURN g, COUNT(*), COUNT(A), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f), MIN(A.x)\n"
          "PATTERN A+\nWHERE [g]\nGROUP-BY g\nWITHIN 10 seconds SLIDE 5 seconds")
+AVERAGES = ("RETURN g, AVG(A.x), AVG(A.f), MIN(A.x)\n"
+            "PATTERN A+\nWHERE [g]\nGROUP-BY g\nWITHIN 10 seconds SLIDE 5 seconds")
+KINDS = {QUERY: {"int", "isum", "fsplit", "fcount", "inf", "x"},  # fcount: the SUMs' non-null counts
+         AVERAGES: {"fcount", "fapprox", "isum", "inf", "x"}}  # A.x has a negative value: its sum stays exact
 
 
-@pytest.fixture(scope="module")
-def context() -> finish.Context:
+@pytest.fixture(scope="module", params=[QUERY, AVERAGES], ids=["exact", "averages"])
+def context(request) -> finish.Context:
     """The query's real finish context (a float attribute spanning enough to be split)."""
+    query = request.param
     captured: dict = {}
     original = finish.item_columns
 
@@ -37,11 +42,11 @@ def context() -> finish.Context:
                       "x": [3, -5, 7, 1], "f": [0.1, 1e6, 2.5, 3.25]})
     finish.item_columns = spy
     try:
-        cogra.evaluate(QUERY, table)
+        cogra.evaluate(query, table)
     finally:
         finish.item_columns = original
     ctx = captured["ctx"]
-    assert {entry[0] for entry in ctx.chan.slot_map} >= {"int", "isum", "fsplit", "x"}
+    assert {entry[0] for entry in ctx.chan.slot_map} == KINDS[query]
     return ctx
 
 
@@ -86,6 +91,13 @@ def random_out(rng: np.random.Generator, ctx: finish.Context, windows: int) -> K
         elif entry[0] == "fsplit":
             out.f[:, entry[3]] = np.abs(out.f[:, entry[3]])
             out.f[:, entry[6]] = np.abs(out.f[:, entry[6]])
+        elif entry[0] in ("fcount", "fapprox"):  # counts are their own bound
+            fi, bi = entry[2], entry[3]
+            out.f[:, bi] = np.abs(out.f[:, bi])
+            agree = rng.random(windows) < 0.5
+            whole = rng.integers(-1000 if entry[0] == "fapprox" else 0, 10**6, windows).astype(np.float64)
+            out.f[agree, fi] = whole[agree]
+            out.f[agree, bi] = np.abs(whole[agree]) * (1 + rng.integers(0, 2, windows)[agree] * 1e-9)
     out.x[:] = rng.integers(-50, 50, out.x.shape)
     out.e[:] = np.where(rng.random(windows) < 0.7, 0, rng.integers(1, 1200, windows))
     out.r[:] = rng.random(windows) < 0.9
@@ -146,9 +158,14 @@ def consistent_out(rng: np.random.Generator, context, windows: int) -> KernelOut
             limbs.append((entry[1], entry[2], entry[3], -1000, 10**6))
         elif entry[0] == "fsplit":  # hi * 2**32 + lo: averages below 2**53 need a small hi
             limbs += [(entry[1], entry[2], entry[3], -2, 3), (*entry[4:7], -1000, 10**6)]
+        elif entry[0] == "fcount":  # doubles alone: no residue
+            limbs.append((None, entry[2], entry[3], 0, 10**6))
+        elif entry[0] == "fapprox":
+            limbs.append((None, entry[2], entry[3], 1, 10**6))
     for ii, fi, bi, smallest, largest in limbs:
         v = rng.integers(smallest, largest, windows)
-        out.i[:, ii] = v.astype(np.int64).view(np.uint64)
+        if ii is not None:
+            out.i[:, ii] = v.astype(np.int64).view(np.uint64)
         out.f[:, fi] = v
         out.f[:, bi] = np.abs(v) + 1.0
     out.e[:] = 0

@@ -4,8 +4,9 @@
 (every non-empty subset, in time order), and every event is in 2^(n-1) of them.  So
 counts outgrow int64 at n = 64 and doubles near n = 1024, while the engine must stay
 exact whenever the exact value fits the output type, and fail (``on_overflow="error"``,
-the default) or give NULL (``on_overflow="null"``) when it does not.  AVG is computed
-from the exact sum and count, so it stays accurate past 1e308.
+the default) or give NULL (``on_overflow="null"``) when it does not.  AVG is the
+quotient of its sum and count -- exact ones, or (compiled kernels) double approximations
+of both -- so it stays accurate past 1e308.
 """
 
 from __future__ import annotations

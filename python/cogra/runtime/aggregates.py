@@ -101,6 +101,25 @@ class Layout:
         self.start_unit = list(self._zero)
         self.start_unit[0] = 1
         self.has_extremes = any(k in (MIN, MAX) for k in self.kinds)
+        self.ratio_only = self._ratio_only_slots()
+
+    def _ratio_only_slots(self) -> frozenset[int]:
+        """The ADD slots no RETURN item reads as an exact number: the sum and count behind
+        an ``AVG`` (a double, whose quotient may come from double approximations of both --
+        relative error ~1e-15, inside SEMANTICS' 1e-9), a ``SUM``'s count of non-null
+        values (only ever tested for zero), and the trend count when ``COUNT(*)`` is not
+        returned.  The compiled kernels keep such slots in doubles alone
+        (:func:`cogra.runtime.fast.channels.channel_layout`; sums only over values that are
+        never negative, ``FastExecutor._approximate_slots``); the Python executors ignore
+        this."""
+        exact: set[int] = set()
+        for f in self.finals:
+            if f[0] == "slot":
+                exact.add(f[1])
+            elif f[0] == "SUM":
+                exact.add(f[1])
+        return frozenset(i for i, s in enumerate(self.slots)
+                         if s.kind == ADD and s.role in ("count", "cnt", "nn", "sum") and i not in exact)
 
     # -- vector algebra --------------------------------------------------------
     def zero(self) -> list:

@@ -135,7 +135,8 @@ def slot_limbs(entry: tuple) -> list[tuple[int, int, int]]:
 def channel_layout(layout: Layout, table_schema: pa.Schema,
                    split: frozenset[str] = frozenset(),
                    inexact: frozenset[str] = frozenset(),
-                   never_negative: frozenset[str] = frozenset()) -> ChannelLayout:
+                   never_negative: frozenset[str] = frozenset(),
+                   approximate: frozenset[int] = frozenset()) -> ChannelLayout:
     """Slots to channels.
 
     Float attributes are summed as exact scaled integers ``x * 2**k`` (as the Python
@@ -150,6 +151,17 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     the op's bound index is -1 (the kernels skip it).  A split sum's low limb is never
     negative, whatever the data.  Each channel saved is work in every kernel: a sliding
     window's state is updated, composed, copied and emitted channel by channel.
+
+    The ``approximate`` slots (``Layout.ratio_only``: AVG's parts, a SUM's non-null count,
+    an unreturned trend count; sums only over values that are never negative, which cannot
+    cancel) keep no modular channel at all: a count is one double
+    (``fcount``), a sum the double sum of the raw values with its |x|-bound (``fapprox``,
+    op ``OP_SUM_FLOAT`` with modular index -1).  Doubles are exact while the bound stays
+    below 2**53 (decoded exactly then), and an AVG of approximations is within ~1e-15 of
+    the quotient.  Modular channel 0 is the trend count every other modular channel is
+    multiplied from; with no exact slot it is computed by the kernels that compute every
+    channel and read by nothing, and no variable has it live (q3's kept A: one channel
+    instead of two in each Fenwick node, B's ten channels down to four).
     """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
@@ -157,11 +169,24 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     attrs = list(layout.attributes) + [a + SPLIT_SUFFIX for a in sorted(split)]
     x_is_min: list[bool] = []
 
-    for slot in layout.slots:
+    for idx, slot in enumerate(layout.slots):
         a = attrs.index(slot.attribute) if slot.attribute else -1
         is_float = slot.attribute in inexact
         v = slot.variable if slot.variable is not None else -1
-        if slot.role in ("count", "cnt", "nn"):
+        if idx == 0 and idx in approximate:
+            slot_map.append(("fcount", -1, 0, 0))  # modular channel 0 stays: see above
+            n_i += 1
+            n_f += 1
+        elif slot.role in ("cnt", "nn") and idx in approximate:
+            slot_map.append(("fcount", -1, n_f, n_f))
+            ops.append((v, OP_CNT if slot.role == "cnt" else OP_NN, a, -1, n_f, -1))
+            n_f += 1
+        elif slot.role == "sum" and idx in approximate:
+            raw = attrs.index(slot.attribute)
+            f, bound, op_bound, n_f = _sum_floats(n_f, slot.attribute in never_negative)
+            slot_map.append(("fapprox", -1, f, bound))
+            ops.append((v, OP_SUM_FLOAT, raw, -1, f, op_bound))
+        elif slot.role in ("count", "cnt", "nn"):
             slot_map.append(("int", n_i, n_f, -1))
             if slot.role == "cnt":
                 ops.append((v, OP_CNT, -1, n_i, n_f, -1))
@@ -196,7 +221,7 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
             n_x += 1
         else:  # pragma: no cover - every slot kind is handled above
             raise Unsupported(f"slot {slot}")
-    assert layout.slots[0].role == "count" and slot_map[0][1] == 0 and slot_map[0][2] == 0
+    assert layout.slots[0].role == "count" and slot_map[0][1] in (0, -1) and slot_map[0][2] == 0 and n_i >= 1
     program = np.array(sorted(ops), dtype=np.int64).reshape(-1, 6)
     return ChannelLayout(n_i, n_f, n_x, program, np.array(x_is_min, dtype=bool),
                          tuple(slot_map), tuple(attrs))
@@ -282,6 +307,12 @@ def decode(
             if value is UNDECIDED:
                 return UNDECIDED
             state[idx] = value
+        elif kind in ("fcount", "fapprox"):
+            scale = scales[slot.attribute] if kind == "fapprox" else 1
+            value = approximate_value(float(f_vals[fi]), float(f_vals[extra]), exponent, scale)
+            if value is UNDECIDED:
+                return UNDECIDED
+            state[idx] = value
         elif kind == "fsum":
             approx, bound = float(f_vals[fi]), float(f_vals[extra])
             if exponent == 0 or abs(approx) < TINY or not _trustworthy(approx, bound):
@@ -295,6 +326,25 @@ def decode(
             state[idx] = None if key == identity else x_decoders[extra](key)
         # "inf" slots stay 0.0
     return state
+
+
+DOUBLE_EXACT = 2.0**53 * (1 - 1e-6)
+"""A double sum of integers (counts; raw values times their scale) whose |x|-bound is
+below this never rounded: every partial value was an integer below 2**53."""
+
+
+def approximate_value(approx: float, bound: float, exponent: int, scale: int):
+    """An ``fcount`` / ``fapprox`` slot in the units of the exact slots (a sum of raw
+    values times ``scale``): exact while the bound proves no rounding, else the
+    approximation where the bound shows no cancellation, else :data:`UNDECIDED`."""
+    if exponent and bound < TINY:  # rescaled below the doubles' resolution
+        return 0 if approx == 0.0 and bound == 0.0 else UNDECIDED
+    if exponent == 0 and bound * scale < DOUBLE_EXACT:
+        value = Fraction(approx) * scale
+        return int(value) if value.denominator == 1 else UNDECIDED
+    if not _trustworthy(approx, bound):
+        return UNDECIDED
+    return int(Fraction(approx) * scale * (1 << exponent))
 
 
 def _exact_or_approx(kind: str, i_vals, f_vals, limbs, exponent: int):
@@ -350,7 +400,11 @@ def decode_many(chan: ChannelLayout, layout: Layout, out_i: np.ndarray, out_f: n
                 hi = out_i[:, entry[1]].view(np.int64).tolist()
                 lo = out_i[:, entry[4]].view(np.int64).tolist()
                 columns.append([(h << SPLIT_SHIFT) + l for h, l in zip(hi, lo)])
-        elif kind == "fsum":
+        elif kind == "fcount":
+            counts = out_f[:, entry[2]]
+            simple &= counts < DOUBLE_EXACT  # (and not NaN)
+            columns.append(np.where(counts < DOUBLE_EXACT, counts, 0.0).astype(np.int64).tolist())
+        elif kind in ("fsum", "fapprox"):
             simple &= False
             columns.append(None)
         elif kind == "x":

@@ -404,13 +404,15 @@ def generate(shape: Shape) -> str:
                                 if var != v:
                                     continue
                                 if op == OP_CNT:
-                                    w(f"c_i{s1} += c_i0")
+                                    if s1 >= 0:  # else approximate (channels.channel_layout)
+                                        w(f"c_i{s1} += c_i0")
                                     w(f"c_f{s2} += c_f0")
                                     continue
                                 w(f"if a_valid[{a}, r]:")
                                 with w.block():
                                     if op == OP_NN:
-                                        w(f"c_i{s1} += c_i0")
+                                        if s1 >= 0:
+                                            w(f"c_i{s1} += c_i0")
                                         w(f"c_f{s2} += c_f0")
                                     elif op == OP_SUM_INT:
                                         w(f"x = a_int[{a}, r]")
@@ -420,7 +422,8 @@ def generate(shape: Shape) -> str:
                                             w(f"c_f{s3} += abs(np.float64(x)) * c_f0")
                                     elif op == OP_SUM_FLOAT:
                                         w(f"c_f{s2} += a_flt[{a}, r] * c_f0")
-                                        w(f"c_f{s3} += abs(a_flt[{a}, r]) * c_f0")
+                                        if s3 >= 0:  # else never negative
+                                            w(f"c_f{s3} += abs(a_flt[{a}, r]) * c_f0")
                                     elif op in (OP_MIN, OP_MAX):
                                         cmp = "<" if op == OP_MIN else ">"
                                         w(f"if a_key[{a}, r] {cmp} c_x{s1}:")

@@ -78,9 +78,11 @@ class FastExecutor:
         if self.nv > MAX_VARIABLES:
             raise Unsupported(f"more than {MAX_VARIABLES} variables")
         self.mode = MODES[executor]
-        self.split, self.inexact = self._wide_float_sums(engine, streaming)
+        never_negative = self._never_negative_sums(engine, streaming)
+        self.approximate = self._approximate_slots(engine.layout, never_negative)
+        self.split, self.inexact = self._wide_float_sums(engine, streaming, self.approximate)
         self.chan = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact,
-                                   self._never_negative_sums(engine, streaming))
+                                   never_negative, self.approximate)
         self._attribute_arrays(engine.table)
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
@@ -159,13 +161,16 @@ class FastExecutor:
         MIN/MAX key channels) is ``[n, channel_1, .., channel_n]``."""
         a = self.engine.bound.automaton
         c = self.chan
-        live = [({0}, {0}, set()) for _ in range(self.nv)]
+        # The modular trend count (channel 0) only feeds exact slots: live iff there is one.
+        exact = any(op not in (OP_MIN, OP_MAX, OP_SUM_FLOAT) and s1 >= 0
+                    for _var, op, _attr, s1, _s2, _s3 in c.program.tolist()) or c.slot_map[0][0] == "int"
+        live = [({0} if exact else set(), {0}, set()) for _ in range(self.nv)]
         for var, op, _attr, s1, s2, s3 in c.program.tolist():
             li, lf, lx = live[var]
             if op in (OP_MIN, OP_MAX):
                 lx.add(s1)
                 continue
-            if op != OP_SUM_FLOAT:
+            if op != OP_SUM_FLOAT and s1 >= 0:
                 li.add(s1)
             lf.update(k for k in (s2, s3) if k >= 0)
         changed = True
@@ -189,14 +194,25 @@ class FastExecutor:
 
     # -- inputs ------------------------------------------------------------------------
     @staticmethod
-    def _wide_float_sums(engine: Any, streaming: bool = False) -> tuple[frozenset[str], frozenset[str]]:
+    def _approximate_slots(layout: Any, never_negative: frozenset[str]) -> frozenset[int]:
+        """The slots kept in doubles alone (:func:`channel_layout`): ``layout.ratio_only``,
+        but sums only over values that are never negative -- a double sum of signed values
+        may cancel, and a window whose bound shows it would take the exact Python path."""
+        return frozenset(i for i in layout.ratio_only
+                         if layout.slots[i].role != "sum" or layout.slots[i].attribute in never_negative)
+
+    @staticmethod
+    def _wide_float_sums(engine: Any, streaming: bool = False,
+                         approximate: frozenset[int] = frozenset()) -> tuple[frozenset[str], frozenset[str]]:
         """Float attributes whose scaled values ``x * 2**k`` are wide: below 2**93 they are
         split into two exact limbs, beyond that summed in double."""
         split, inexact = set(), set()
-        for slot in engine.layout.slots:
+        for idx, slot in enumerate(engine.layout.slots):
             attr = slot.attribute
             if slot.role != "sum" or not pa.types.is_floating(engine.table.schema.field(attr).type):
                 continue
+            if idx in approximate:
+                continue  # summed in double (channels.channel_layout)
             if streaming:
                 split.add(attr)
             col = pc.drop_null(engine.table.column(attr)).to_numpy(zero_copy_only=False)
@@ -242,6 +258,8 @@ class FastExecutor:
         vectorised: dict[str, Callable[[np.ndarray], list]] = {}
         arrow: dict[str, Callable[[np.ndarray], pa.Array]] = {}
         sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
+        exact_sums = {s.attribute for i, s in enumerate(self.engine.layout.slots)
+                      if s.role == "sum" and i not in self.approximate}  # the others read a_flt
         for j, attr in enumerate(attrs):
             if attr.endswith(SPLIT_SUFFIX):
                 continue  # filled with its attribute's high limb below
@@ -273,7 +291,7 @@ class FastExecutor:
                     self.a_int[j] = hi.astype(np.int64)
                     self.a_int[lo_j] = (scaled - hi * 2.0**SPLIT_SHIFT).astype(np.int64)
                     self.a_valid[lo_j] = self.a_valid[j]
-                elif attr in sums and attr not in self.inexact:
+                elif attr in exact_sums and attr not in self.inexact:
                     self.a_int[j] = scaled.astype(np.int64)  # an integer below 2**62
                 self.a_key[j] = float_key(flts)
                 decoders[attr] = float_from_key

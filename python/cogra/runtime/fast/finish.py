@@ -49,6 +49,7 @@ from cogra.runtime.aggregates import MAX, MIN
 from cogra.runtime.fast import finish_kernels as fk
 from cogra.runtime.fast.channels import (
     CANCELLATION_LIMIT,
+    DOUBLE_EXACT,
     FITS_SIGNED,
     FITS_UNSIGNED,
     MAX_KEY_IDENTITY,
@@ -179,6 +180,9 @@ class Number:
     lo: np.ndarray
     approx: np.ndarray
     e: np.ndarray
+    approximate: bool = False
+    """Kept in doubles alone (``fcount`` / ``fapprox``): ``big`` means "approximated", at
+    any magnitude."""
 
     @property
     def undecided(self) -> np.ndarray:
@@ -203,7 +207,8 @@ class Number:
         return np.where(self.exact, exact, self.approx), np.where(self.exact, 0, self.e)
 
     def take(self, idx: np.ndarray) -> "Number":
-        return Number(self.exact[idx], self.big[idx], self.hi[idx], self.lo[idx], self.approx[idx], self.e[idx])
+        return Number(self.exact[idx], self.big[idx], self.hi[idx], self.lo[idx], self.approx[idx], self.e[idx],
+                      self.approximate)
 
 
 def round_to_double(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -292,6 +297,21 @@ def _limb(out: KernelOut, ii: int, fi: int, bi: int, unsigned: bool):
     return known, hi, lo
 
 
+def approximate_number(entry: tuple, out: KernelOut, scale_bits: int) -> Number:
+    """Decode an ``fcount`` / ``fapprox`` slot (doubles alone) for every window, as
+    :func:`channels.approximate_value` does for one: exact while its bound proves the
+    doubles never rounded, approximated (``big``) where the bound shows no cancellation."""
+    _, _, fi, bi = entry[:4]
+    f, bound, e = out.f[:, fi], out.f[:, bi], out.e
+    lost = (e > 0) & (bound < TINY)
+    zero = lost & (bound == 0.0) & (f == 0.0)
+    exact = (e == 0) & (np.ldexp(bound, scale_bits) < DOUBLE_EXACT) & np.isfinite(f)
+    hi, lo = _exact_parts(np.where(exact, np.ldexp(f, scale_bits), 0.0).astype(np.int64))
+    big = ~lost & ~exact & (f != 0.0) & (bound <= CANCELLATION_LIMIT * np.abs(f))
+    exact |= zero
+    return Number(exact, big, np.where(exact, hi, 0), np.where(exact, lo, 0), f, e + scale_bits, True)
+
+
 def number(entry: tuple, out: KernelOut) -> Number:
     """Decode one integer slot (``int``, ``isum`` or ``fsplit``) for every window, as
     :func:`channels._exact_or_approx` does for one -- and exactly also where the value
@@ -357,9 +377,11 @@ def merged_number(num: Number, keyed: Keyed) -> Number:
         approx = total(values, np.float64)
         magnitude = total(np.abs(values), np.float64)
     exact = ~inexact & ~wide
-    big = (~undecided & ~exact & np.isfinite(approx) & (np.abs(approx) > SURELY_TOO_BIG * 2.0**SPLIT_SHIFT)
+    huge = np.abs(approx) > SURELY_TOO_BIG * 2.0**SPLIT_SHIFT
+    big = (~undecided & ~exact & np.isfinite(approx) & (huge | num.approximate) & (approx != 0.0)
            & (magnitude <= CANCELLATION_LIMIT * np.abs(approx)))
-    return Number(exact, big, np.where(exact, hi, 0), np.where(exact, lo, 0), approx, np.zeros(k, np.int64))
+    return Number(exact, big, np.where(exact, hi, 0), np.where(exact, lo, 0), approx, np.zeros(k, np.int64),
+                  num.approximate)
 
 
 # ---------------------------------------------------------------------------------------
@@ -406,7 +428,13 @@ def numpy_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Col
 
     def num(idx: int) -> Number:
         if idx not in numbers:
-            numbers[idx] = merged_number(number(chan.slot_map[idx], out), keyed)
+            entry = chan.slot_map[idx]
+            if entry[0] in ("fcount", "fapprox"):
+                bits = _scale_bits(ctx, layout.slots[idx].attribute) if entry[0] == "fapprox" else 0
+                decoded = approximate_number(entry, out, bits)
+            else:
+                decoded = number(entry, out)
+            numbers[idx] = merged_number(decoded, keyed)
         return numbers[idx]
 
     for final in layout.finals:
@@ -475,7 +503,7 @@ def _compilable(ctx: "Context") -> bool:
             return False
         if final[0] not in ("group", "slot"):
             _func, s, _inf, nn, attr = final
-            if slot_map[s][0] not in ("isum", "fsplit") or slot_map[nn][0] != "int":
+            if slot_map[s][0] not in ("isum", "fsplit", "fapprox") or slot_map[nn][0] not in ("int", "fcount"):
                 return False
             if not _integer_attribute(ctx, attr) and _scale_bits(ctx, attr) > MAX_SCALE_BITS:
                 return False
@@ -492,7 +520,7 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     # The integer slots the items read, decoded in one pass.
     needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
-    slots = np.array([_slot_row(chan.slot_map[idx]) for idx in needed], np.int64).reshape(-1, 7)
+    slots = np.array([_slot_row(ctx, idx) for idx in needed], np.int64).reshape(-1, 7)
     # Value (where EXACT) and mantissa (elsewhere) share one buffer; exponents fit int32.
     value = np.empty((len(needed), n), np.int64)
     decoded = (np.empty((len(needed), n), np.int8), value, value.view(np.float64),
@@ -546,9 +574,16 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     return cols
 
 
-def _slot_row(entry: tuple) -> tuple[int, ...]:
+def _slot_row(ctx: "Context", idx: int) -> tuple[int, ...]:
     """A slot as :func:`finish_kernels.decode_slots` reads it: its kind, then its high and
-    low limbs (a one-limb slot repeats its only one, unread)."""
+    low limbs (a one-limb slot repeats its only one, unread) -- or for a slot of doubles
+    alone, its approximation and bound and the scale's bits."""
+    entry = ctx.chan.slot_map[idx]
+    if entry[0] == "fcount":
+        return (fk.KIND_APPROX_COUNT, 0, entry[2], entry[3], 0, 0, 0)
+    if entry[0] == "fapprox":
+        bits = _scale_bits(ctx, ctx.layout.slots[idx].attribute)
+        return (fk.KIND_APPROX_SUM, 0, entry[2], entry[3], bits, 0, 0)
     limbs = slot_limbs(entry)
     code = {"int": fk.KIND_COUNT, "isum": fk.KIND_ISUM, "fsplit": fk.KIND_SPLIT}[entry[0]]
     return (code, *limbs[0], *limbs[-1])

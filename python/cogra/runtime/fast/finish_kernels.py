@@ -40,14 +40,16 @@ EXACT, BIG, HARD = 0, 1, 2
 TILE = 512
 """Windows of one segment decoded before the next segment's (:func:`decode_one_window_per_key`)."""
 
-KIND_COUNT, KIND_ISUM, KIND_SPLIT = 0, 1, 2
+KIND_COUNT, KIND_ISUM, KIND_SPLIT, KIND_APPROX_COUNT, KIND_APPROX_SUM = 0, 1, 2, 3, 4
 """Slot kinds: ``int`` (uint64 residue), ``isum`` (int64 residue), ``fsplit`` (two isum
-limbs, ``hi * 2**32 + lo``)."""
+limbs, ``hi * 2**32 + lo``), and the doubles alone of ``fcount`` / ``fapprox``
+(:func:`channels.channel_layout`; a row ``(kind, -, f, bound f, scale bits, -, -)``)."""
 
 RESOLVABLE = 2.0**61 / 1e-6  # as finish.RESOLVABLE (bounds below it are exact there, wrapped or not)
 EXACT_LIMIT = 2**62
 HIGH_LIMIT = 2**29  # a split sum's high limb below this keeps hi * 2**32 + lo below 2**62
 DOUBLE_EXACT = 2**53
+DOUBLE_EXACT_BOUND = 2.0**53 * (1 - 1e-6)  # as channels.DOUBLE_EXACT
 SMALLEST_NORMAL = 2.0**-1022
 MERGED_BIG = SURELY_TOO_BIG * 2.0**SPLIT_SHIFT  # finish.merged_number's threshold
 
@@ -106,9 +108,27 @@ def _window(kind, r, bound_raw, approx, r_lo, bound_lo, approx_lo, e):
 
 
 @njit(cache=True, inline="always")
+def _approximate_window(approx, bound, e, scale_bits):
+    """One window's ``fcount`` / ``fapprox`` slot, as ``finish.number``: exact while the
+    bound proves the doubles never rounded, the approximation (times ``2**scale_bits``,
+    the exact slots' units) where it shows no cancellation, hard otherwise."""
+    if e > 0 and bound < TINY:
+        if bound == 0.0 and approx == 0.0:
+            return EXACT, 0, 0.0, 0
+        return HARD, 0, 0.0, 0
+    if e == 0 and math.ldexp(bound, scale_bits) < DOUBLE_EXACT_BOUND and math.isfinite(approx):
+        return EXACT, np.int64(math.ldexp(approx, scale_bits)), 0.0, 0
+    if approx != 0.0 and bound <= CANCELLATION_LIMIT * abs(approx):
+        return BIG, 0, approx, e + scale_bits
+    return HARD, 0, 0.0, 0
+
+
+@njit(cache=True, inline="always")
 def _slot_window(slots, j, out_i, out_f, out_e, w):
     kind, ii, fi, bi, ii_lo, fi_lo, bi_lo = (slots[j, 0], slots[j, 1], slots[j, 2], slots[j, 3],
                                              slots[j, 4], slots[j, 5], slots[j, 6])
+    if kind >= KIND_APPROX_COUNT:
+        return _approximate_window(out_f[w, fi], out_f[w, bi], out_e[w], ii_lo)
     return _window(kind, out_i[w, ii], out_f[w, bi], out_f[w, fi],
                    out_i[w, ii_lo], out_f[w, bi_lo], out_f[w, fi_lo], out_e[w])
 
@@ -178,8 +198,8 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
                 status[j, k] = HARD
             elif all_exact:
                 status[j, k], value[j, k] = EXACT, acc
-            elif (math.isfinite(approx) and abs(approx) > MERGED_BIG
-                  and magnitude <= CANCELLATION_LIMIT * abs(approx)):
+            elif (math.isfinite(approx) and (abs(approx) > MERGED_BIG or slots[j, 0] >= KIND_APPROX_COUNT)
+                  and approx != 0.0 and magnitude <= CANCELLATION_LIMIT * abs(approx)):
                 status[j, k], mantissa[j, k] = BIG, approx
             else:
                 status[j, k] = HARD
@@ -359,5 +379,6 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
             values[k] = v
 
 
-__all__ = ["BIG", "EXACT", "HARD", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT", "average", "decode_one_window_per_key",
+__all__ = ["BIG", "EXACT", "HARD", "KIND_APPROX_COUNT", "KIND_APPROX_SUM", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT",
+           "average", "decode_one_window_per_key",
            "decode_slots", "float_sum", "keys_by_start"]

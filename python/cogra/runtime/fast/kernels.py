@@ -102,12 +102,14 @@ def _contribute_row(vi, vf, vx, d, prog, lo, hi, e, a_int, a_flt, a_valid, a_key
         s1 = prog[k, 3]
         s2 = prog[k, 4]
         if op == OP_CNT:
-            vi[d, s1] += ci
+            if s1 >= 0:  # else approximate: no modular channel (channels.channel_layout)
+                vi[d, s1] += ci
             vf[d, s2] += cf
         elif not a_valid[a, e]:
             continue
         elif op == OP_NN:
-            vi[d, s1] += ci
+            if s1 >= 0:
+                vi[d, s1] += ci
             vf[d, s2] += cf
         elif op == OP_SUM_INT:
             x = a_int[a, e]
@@ -117,7 +119,8 @@ def _contribute_row(vi, vf, vx, d, prog, lo, hi, e, a_int, a_flt, a_valid, a_key
                 vf[d, prog[k, 5]] += abs(np.float64(x)) * cf
         elif op == OP_SUM_FLOAT:
             vf[d, s2] += a_flt[a, e] * cf
-            vf[d, prog[k, 5]] += abs(a_flt[a, e]) * cf
+            if prog[k, 5] >= 0:  # else never negative
+                vf[d, prog[k, 5]] += abs(a_flt[a, e]) * cf
         elif op == OP_MIN:
             if a_key[a, e] < vx[d, s1]:
                 vx[d, s1] = a_key[a, e]

@@ -187,8 +187,9 @@ def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
         if op != OP_CNT and not a_valid[a, e]:
             continue
         if op == OP_CNT or op == OP_NN:
-            for ln in range(lanes):
-                bi[d, s1, ln] += bi[d, 0, ln]
+            if s1 >= 0:  # else approximate: no modular channel (channels.channel_layout)
+                for ln in range(lanes):
+                    bi[d, s1, ln] += bi[d, 0, ln]
             for ln in range(lanes):
                 bf[d, s2, ln] += bf[d, 0, ln]
         elif op == OP_SUM_INT:
@@ -209,12 +210,15 @@ def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
             if np.isfinite(xf):
                 for ln in range(lanes):
                     bf[d, s2, ln] += xf * bf[d, 0, ln]
-                    bf[d, s3, ln] += ax * bf[d, 0, ln]
+                if s3 >= 0:  # else never negative
+                    for ln in range(lanes):
+                        bf[d, s3, ln] += ax * bf[d, 0, ln]
             else:
                 for ln in range(lanes):
                     if bf[d, 0, ln] > 0.0:
                         bf[d, s2, ln] += xf * bf[d, 0, ln]
-                        bf[d, s3, ln] += ax * bf[d, 0, ln]
+                        if s3 >= 0:
+                            bf[d, s3, ln] += ax * bf[d, 0, ln]
 
 
 @njit(cache=True)
@@ -383,7 +387,8 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
             if op != OP_CNT and not a_valid[a, r]:
                 continue
             if op == OP_CNT or op == OP_NN:
-                coef_i[prog[k, 3]] += np.uint64(1)
+                if prog[k, 3] >= 0:  # else approximate: no modular channel
+                    coef_i[prog[k, 3]] += np.uint64(1)
                 coef_f[prog[k, 4]] += 1.0
             elif op == OP_SUM_INT:
                 x = a_int[a, r]
@@ -396,7 +401,8 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
                 if not np.isfinite(xf):
                     return -1  # only lanes with trends may take it (inf * 0): the generic path
                 coef_f[prog[k, 4]] += xf
-                coef_f[prog[k, 5]] += abs(xf)
+                if prog[k, 5] >= 0:  # else never negative
+                    coef_f[prog[k, 5]] += abs(xf)
     # The rows' count: a start in this pane's lane plus the predecessors' counts.
     for ln in range(lanes):
         cnt_i[ln] = 0

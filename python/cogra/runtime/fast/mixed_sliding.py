@@ -86,7 +86,8 @@ def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_val
         if op == OP_CNT or op == OP_NN:
             for ln in range(lanes):
                 if br[d, ln]:
-                    bi[d, ln, s1] += bi[d, ln, 0]
+                    if s1 >= 0:  # else approximate: no modular channel
+                        bi[d, ln, s1] += bi[d, ln, 0]
                     bf[d, ln, s2] += bf[d, ln, 0]
         elif op == OP_SUM_INT:
             x = a_int[a, e]
@@ -103,7 +104,8 @@ def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_val
             for ln in range(lanes):
                 if br[d, ln]:
                     bf[d, ln, s2] += xf * bf[d, ln, 0]
-                    bf[d, ln, s3] += abs(xf) * bf[d, ln, 0]
+                    if s3 >= 0:  # else never negative
+                        bf[d, ln, s3] += abs(xf) * bf[d, ln, 0]
 
 
 @njit(cache=True)
