@@ -35,6 +35,7 @@ from cogra.runtime import mixed_grained, next_cont, type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table
+from cogra.runtime.substream_kernels import combination_rows
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
 Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
@@ -378,42 +379,39 @@ class Engine:
         var_codes = {v: by_names[tuple(b.var_keys[v])] for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
 
-        rows_parts, bits_parts, seg_sizes, groups, keys, key_codes_ = [], [], [], [], [], []
-        for s, e in zip(starts, ends):
+        # Each plain group's combinations of the keyed variables' values that some row plays.
+        combo_group: list[int] = []
+        combos: list[tuple] = []
+        for g, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
             rows = order[s:e]
-            plain = plain_values[pid_sorted[s]] if len(rows) else ()
-            group_bits = bits_all[rows]
-            # This group's rows' key codes, once (not per combination: q3 has 4 per sector).
-            codes = {v: var_codes[v][0][rows] for v in keyed_vars}
-            if not keyed_vars:
-                combos: list[tuple] = [()]
-            else:
-                choices = []
-                for v in keyed_vars:
-                    played = np.bincount(codes[v][self.plays_mask[v][rows]], minlength=len(var_codes[v][1]))
-                    choices.append(np.flatnonzero(played).tolist())
-                combos = list(itertools.product(*choices))
-            for combo in combos:
-                bits = group_bits
-                for v, code in zip(keyed_vars, combo):
-                    # A row plays v in this combination only with v's key value ``code``.
-                    bits = bits & ~((codes[v] != code).astype(np.uint64) << np.uint64(v))
-                keep = bits != 0
-                if keep_idle:
-                    keep |= self.irrelevant[rows]
-                if not keep.any() or not (self.idle_events_matter or (bits != 0).any()):
-                    continue
-                rows_parts.append(rows[keep])
-                bits_parts.append(bits[keep])
-                seg_sizes.append(int(keep.sum()))
-                combo_values = {v: var_values[v][c] for v, c in zip(keyed_vars, combo)}
-                groups.append(self._output_group(dict(zip(b.plain_keys, plain)), combo_values))
-                keys.append((tuple(plain), tuple(combo_values[v] for v in keyed_vars)))
-                key_codes_.append((int(pid_sorted[s]), tuple(int(c) for c in combo)))
+            choices = []
+            for v in keyed_vars:
+                played = np.bincount(var_codes[v][0][rows][self.plays_mask[v][rows]], minlength=len(var_codes[v][1]))
+                choices.append(np.flatnonzero(played).tolist())
+            for combo in itertools.product(*choices):  # (): the group itself, without keyed variables
+                combo_group.append(g)
+                combos.append(combo)
+        order = order.astype(np.int64, copy=False)
+        codes = np.empty((len(keyed_vars), len(order)), np.int64)
+        for j, v in enumerate(keyed_vars):
+            codes[j] = var_codes[v][0][order]
+        rows, bits, sizes = combination_rows(
+            order, starts, ends, np.asarray(combo_group, np.int64),
+            np.asarray(combos, np.int64).reshape(len(combos), len(keyed_vars)), codes,
+            np.asarray([1 << v for v in keyed_vars], np.uint64), bits_all[order], self.irrelevant[order],
+            keep_idle, self.idle_events_matter)
+        seg_sizes, groups, keys, key_codes_ = [], [], [], []
+        for g, combo, size in zip(combo_group, combos, sizes.tolist()):
+            if size < 0:
+                continue
+            plain = plain_values[pid_sorted[starts[g]]]
+            seg_sizes.append(size)
+            combo_values = {v: var_values[v][c] for v, c in zip(keyed_vars, combo)}
+            groups.append(self._output_group(dict(zip(b.plain_keys, plain)), combo_values))
+            keys.append((tuple(plain), tuple(combo_values[v] for v in keyed_vars)))
+            key_codes_.append((int(pid_sorted[starts[g]]), tuple(int(c) for c in combo)))
         seg_ptr = np.concatenate([[0], np.cumsum(seg_sizes)]).astype(np.int64)
-        rows = np.concatenate(rows_parts) if rows_parts else np.zeros(0, np.int64)
-        bits = np.concatenate(bits_parts) if bits_parts else np.zeros(0, np.uint64)
-        return SubStreams(rows.astype(np.int64), bits.astype(np.uint64), seg_ptr, groups, keys, key_codes_)
+        return SubStreams(rows, bits, seg_ptr, groups, keys, key_codes_)
 
     def _key_values(self, names: Sequence[str], rep_rows: np.ndarray) -> list[tuple]:
         if not names:

@@ -55,10 +55,6 @@ class PairArrays(NamedTuple):
     ranks: tuple
 
 
-def _popcount(bits: np.ndarray) -> np.ndarray:
-    return np.bitwise_count(bits).astype(np.int64)
-
-
 class FastExecutor:
     UNDECIDED = UNDECIDED
 
@@ -491,11 +487,26 @@ class FastExecutor:
 
     @staticmethod
     def _max_batch(times: np.ndarray, plays: np.ndarray) -> int:
-        if len(times) == 0:
-            return 1
-        counts = _popcount(plays)
-        starts = np.concatenate([[0], np.flatnonzero(np.diff(times) != 0) + 1])
-        return max(1, int(np.add.reduceat(counts, starts).max()))
+        """The most (event, variable) rows one timestamp's batch holds (at least 1)."""
+        return max(1, int(_largest_batch(times, plays)))
+
+
+@njit(cache=True)
+def _largest_batch(times, plays):
+    """The largest sum of ``plays``' set bits over a run of equal ``times``, in one pass
+    (with numpy: six passes and four temporaries, ~8 ms per 400k positions)."""
+    best = 0
+    run = 0
+    for i in range(times.shape[0]):
+        if i > 0 and times[i] != times[i - 1]:
+            run = 0
+        x = plays[i]
+        while x:
+            x &= x - np.uint64(1)
+            run += 1
+        if run > best:
+            best = run
+    return best
 
 
 @njit(cache=True)

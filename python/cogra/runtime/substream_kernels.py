@@ -1,0 +1,73 @@
+"""Splitting a table's rows into sub-streams by variable keys, compiled.
+
+A query with variable keys (q3's ``[A.company] AND [B.company]``) has one sub-stream per
+plain key value and combination of the keyed variables' values: its rows are the plain
+group's rows that play a variable of the combination -- a keyed variable only with the
+combination's value.  Done with numpy, each combination took ~10 passes over its group's
+rows (masks, shifts, gathers, a boolean selection); q3 as printed has 37 combinations of
+~20k rows, and the split took 35 ms of the query's ~300 ms.  Here: two passes per
+combination over its group's rows (count, then fill), no temporaries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, inline="always")
+def _bits_in(i, c, bits, codes, combo_codes, var_bits):
+    """Position ``i``'s play bits in combination ``c``: a keyed variable only with its value."""
+    b = bits[i]
+    for j in range(codes.shape[0]):  # without branches: the codes are random, mispredicted
+        b &= ~(var_bits[j] * np.uint64(codes[j, i] != combo_codes[c, j]))
+    return b
+
+
+@njit(cache=True)
+def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, bits,
+                     irrelevant, keep_idle, idle_events_matter):
+    """Per combination ``c`` (of the plain group ``combo_group[c]``, positions
+    ``group_lo[g]:group_hi[g]`` of ``order``, the table's rows by group): the rows that
+    play a variable of it (under ``keep_idle`` also the ``irrelevant`` ones), in order,
+    with their bits.
+
+    By position (the rows' facts gathered in ``order`` once -- read through ``order`` per
+    combination, the scattered loads took 21 ms for q3): ``bits``, ``irrelevant``,
+    ``codes[j, i]`` keyed variable ``j``'s key code; ``combo_codes[c, j]`` the
+    combination's, ``var_bits[j]`` the variable's play bit.  Returns ``(rows, bits,
+    sizes)``, the kept combinations' rows concatenated; ``sizes[c]`` is -1 for a combination
+    without sub-stream (no row kept, or none that plays a variable unless
+    ``idle_events_matter``)."""
+    n_combo = combo_group.shape[0]
+    sizes = np.empty(n_combo, np.int64)
+    total = 0
+    for c in range(n_combo):
+        g = combo_group[c]
+        kept = 0
+        playing = False
+        for i in range(group_lo[g], group_hi[g]):
+            plays = _bits_in(i, c, bits, codes, combo_codes, var_bits) != 0
+            kept += plays | (keep_idle & irrelevant[i])
+            playing |= plays
+        if kept == 0 or not (idle_events_matter or playing):
+            sizes[c] = -1
+        else:
+            sizes[c] = kept
+            total += kept
+    rows = np.empty(total + 1, np.int64)  # every position is written, kept ones advance k
+    out_bits = np.empty(total + 1, np.uint64)
+    k = 0
+    for c in range(n_combo):
+        if sizes[c] < 0:
+            continue
+        g = combo_group[c]
+        for i in range(group_lo[g], group_hi[g]):
+            b = _bits_in(i, c, bits, codes, combo_codes, var_bits)
+            rows[k] = order[i]
+            out_bits[k] = b
+            k += (b != 0) | (keep_idle & irrelevant[i])
+    return rows[:total], out_bits[:total], sizes
+
+
+__all__ = ["combination_rows"]
