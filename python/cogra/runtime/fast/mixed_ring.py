@@ -475,10 +475,14 @@ def _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lane
     for p in range(pair_flags.shape[0]):
         m = m_loc[p]
         fl = pair_flags[p]
+        ni = live_i[p, 0]
+        nf = live_f[p, 0]
         for t in range(3):
             if (fl >> t) & 1:  # USE_PREFIX, USE_SUFFIX, USE_EQUAL are bits 0, 1, 2: tree t is used
-                ti[p, t, :m + 1] = 0
-                tf[p, t, :m + 1] = 0.0
+                # Only the live channels are ever read (q3: the float count alone; zeroing the
+                # rest was most of the re-ranking's memset).
+                ti[p, t, :m + 1, :ni] = 0
+                tf[p, t, :m + 1, :nf] = 0.0
                 ts[p, t, :m + 1] = cur
         for d in range(n_live):
             if not vs[p, d]:
