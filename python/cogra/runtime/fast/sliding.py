@@ -204,7 +204,7 @@ def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_p
     ``(channels, windows to redo)``."""
     c = fast.chan
     times = engine.time_np[rows]
-    out = KernelOut.zeros(len(seg), c)
+    out = KernelOut.unfilled(len(seg), c)  # each window's row is written or marked to redo
     redo = np.zeros(len(seg), np.bool_)
     p = fast.no_pair_arrays if share.mode == SHARE_TAKE else fast.pair_arrays
     mixed_ring.run_mixed_ring(
