@@ -161,7 +161,7 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     the quotient.  Modular channel 0 is the trend count every other modular channel is
     multiplied from; with no exact slot it is computed by the kernels that compute every
     channel and read by nothing, and no variable has it live (q3's kept A: one channel
-    instead of two in each Fenwick node, B's ten channels down to four).
+    instead of two in each Fenwick node, B's eight channels down to three).
     """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
