@@ -25,3 +25,21 @@ def assert_same_result(got: pa.Table, want: pa.Table, context: str = "") -> None
         for col in rg:
             assert _close(rg[col], rw[col]), (
                 f"row {i} column {col}: {rg[col]!r} != {rw[col]!r} {context}\n got={g}\n want={w}")
+
+
+def assert_compiled_equals_reference(query: str, table: pa.Table) -> pa.Table:
+    """The compiled result (every window decided by the kernels, none re-run exactly)
+    equals the two-step reference's; returns it."""
+    import warnings
+
+    import cogra
+    from cogra.reference import evaluate_reference
+    from cogra.runtime.engine import Engine
+
+    engine = Engine(cogra.plan(query, table.schema), table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cogra.CograDataWarning)
+        got = engine.result_table(on_overflow="null")
+        assert_same_result(got, evaluate_reference(query, table, on_overflow="null"), context=query)
+    assert engine.stats["windows_fast"] > 0 and engine.stats["windows_exact"] == 0, engine.stats
+    return got

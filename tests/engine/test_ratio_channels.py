@@ -13,7 +13,6 @@ results -- and for integer data with small counts, the very same doubles.
 
 from __future__ import annotations
 
-import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -27,7 +26,7 @@ from cogra.runtime.engine import Engine
 from cogra.runtime.fast import finish, sliding
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT
 from cogra.runtime.fast.executor import FastExecutor
-from tests.compare import assert_same_result
+from tests.compare import assert_compiled_equals_reference, assert_same_result
 
 
 def _table(n: int, *, seed: int = 0, negative: bool = False) -> pa.Table:
@@ -101,17 +100,6 @@ def test_q3s_kept_variable_carries_one_channel() -> None:
     assert fast.live_i[:, 0].max() == 0 and fast.live_f[:, 0].max() == 1  # the Fenwick nodes over A
 
 
-def _both(query: str, table: pa.Table) -> pa.Table:
-    """The compiled result (every window decided by the kernels) equals the reference's."""
-    engine = Engine(cogra.plan(query, table.schema), table)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cogra.CograDataWarning)
-        got = engine.result_table(on_overflow="null")
-        assert_same_result(got, evaluate_reference(query, table, on_overflow="null"), context=query)
-    assert engine.stats["windows_fast"] > 0 and engine.stats["windows_exact"] == 0, engine.stats
-    return got
-
-
 AVERAGES = "RETURN g, AVG(A.x), AVG(A.f), MAX(A.x) PATTERN A+ SEMANTICS {semantics} WHERE [g] GROUP-BY g"
 
 
@@ -132,7 +120,7 @@ def test_type_grained_kernels_equal_the_reference(monkeypatch, kernel: str, sema
     query = AVERAGES.format(semantics=semantics) + " WITHIN 8 seconds SLIDE 2 seconds"
     if counted:
         query = query.replace("RETURN g,", "RETURN g, COUNT(*),")
-    got = _both(query, _table(30, negative=negative, seed=1).drop_columns(["type"]).add_column(
+    got = assert_compiled_equals_reference(query, _table(30, negative=negative, seed=1).drop_columns(["type"]).add_column(
         0, "type", pa.array(["A"] * 30)))
     assert got.num_rows > 0
 
@@ -148,7 +136,7 @@ def test_mixed_grained_kernels_equal_the_reference(monkeypatch, kernel: str, neg
              "GROUP-BY g WITHIN 6 seconds SLIDE 2 seconds")
     if counted:
         query = query.replace("RETURN g,", "RETURN g, COUNT(*),")
-    _both(query, _table(36, negative=negative, seed=5))
+    assert_compiled_equals_reference(query, _table(36, negative=negative, seed=5))
 
 
 def test_streamed_batches_equal_the_whole_table() -> None:

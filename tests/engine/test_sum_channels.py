@@ -11,19 +11,17 @@ ring, streamed -- gives the reference's results with the channels dropped and ke
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import cogra
-from cogra.reference import evaluate_reference
 from cogra.runtime.engine import Engine
 from cogra.runtime.fast import codegen, mixed_ring, mixed_sliding, sliding, sliding_kernels
 from cogra.runtime.fast.channels import OP_SUM_INT, channel_layout
 from cogra.runtime.fast.executor import FastExecutor
-from tests.compare import assert_same_result
+from tests.compare import assert_compiled_equals_reference, assert_same_result
 
 QUERY = ("RETURN g, COUNT(*), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f) PATTERN A+ "
          "WHERE [g] GROUP-BY g")
@@ -91,22 +89,11 @@ def test_the_decision_reads_the_table_and_never_a_stream() -> None:
     assert [op[5] >= 0 for op in lay.program.tolist() if op[1] == OP_SUM_INT] == [True, True, False]
 
 
-def _both(query: str, table: pa.Table) -> pa.Table:
-    """The compiled result (every window decided by the kernels) equals the reference's."""
-    engine = Engine(cogra.plan(query, table.schema), table)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cogra.CograDataWarning)
-        got = engine.result_table(on_overflow="null")
-        assert_same_result(got, evaluate_reference(query, table, on_overflow="null"), context=query)
-    assert engine.stats["windows_fast"] > 0 and engine.stats["windows_exact"] == 0, engine.stats
-    return got
-
-
 @pytest.mark.parametrize("negative", [False, True])
 @pytest.mark.parametrize("semantics", ["skip-till-any-match", "skip-till-next-match", "contiguous"])
 def test_direct_kernels_equal_the_reference(semantics: str, negative: bool) -> None:
     query = QUERY.replace("PATTERN A+", f"PATTERN A+ SEMANTICS {semantics}") + " WITHIN 6 seconds SLIDE 3 seconds"
-    _both(query, _table(14, negative=negative))
+    assert_compiled_equals_reference(query, _table(14, negative=negative))
 
 
 @pytest.mark.parametrize("negative", [False, True])
@@ -128,7 +115,7 @@ def test_sliding_sharing_kernels_equal_the_reference(monkeypatch, generated: boo
     else:
         monkeypatch.setattr(sliding_kernels, "run_sliding", lambda *a: (calls.append(1), real(*a))[1])
     query = (QUERY.replace("SUM(A.f), ", "") + " WITHIN 8 seconds SLIDE 2 seconds")
-    _both(query, _table(24, negative=negative, seed=3))
+    assert_compiled_equals_reference(query, _table(24, negative=negative, seed=3))
     assert calls
 
 
@@ -147,7 +134,7 @@ def test_mixed_grained_sliding_kernels_equal_the_reference(monkeypatch, ring: bo
     monkeypatch.setattr(module, name, lambda *a: (calls.append(1), real(*a))[1])
     monkeypatch.setattr(sliding, "MIN_PANES_PER_WINDOW", 1)
     monkeypatch.setattr(sliding, "RING", ring)
-    _both(query, table.set_column(0, "type", pa.array(types)))
+    assert_compiled_equals_reference(query, table.set_column(0, "type", pa.array(types)))
     assert calls
 
 
