@@ -363,7 +363,7 @@ def test_key_groups_evaluated_in_time_slices_equal_the_whole_table(name, slice_r
     evaluator = udtf_module._Evaluator(result, "error")
     calls = []
     real = evaluator.evaluate
-    evaluator.evaluate = lambda batches, windows=None, slices=None: (calls.append(windows), real(batches, windows, slices))[1]
+    evaluator.evaluate = lambda batches, select=None: (calls.append(select), real(batches, select))[1]
     chunks = udtf_module._ChunkedEvaluator(evaluator, ["sector"], chunk_rows=10**9, slices=slices,
                                            slice_rows=slice_rows)
     out = []

@@ -30,7 +30,7 @@ import json
 import os
 import pickle
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -268,10 +268,9 @@ class _Evaluator:
         extra = [n for n in batch.schema.names if n in self.drop]
         return batch.drop_columns(extra) if extra else batch
 
-    def evaluate(self, batches: Sequence[pa.RecordBatch], windows: tuple[int | None, int | None] | None = None,
-                 slices: "WindowSlices | None" = None) -> Iterator[pa.RecordBatch]:
-        """The result rows of ``batches``; with ``windows = (first, last)`` only those whose
-        window starts in ``[first, last]`` (``slices`` reads the starts)."""
+    def evaluate(self, batches: Sequence[pa.RecordBatch],
+                 select: Callable[[pa.Table], pa.Table] | None = None) -> Iterator[pa.RecordBatch]:
+        """The result rows of ``batches`` (those ``select`` keeps of the engine's result)."""
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
@@ -286,8 +285,8 @@ class _Evaluator:
             time_column=self.result.time_column,
             on_overflow=self.on_overflow,
         )
-        if windows is not None and slices is not None:
-            out = slices.window_filter(out, *windows)
+        if select is not None:
+            out = select(out)
         if out.num_rows:
             yield from _conform(out, self.target).to_batches()
 
@@ -402,11 +401,17 @@ class _ChunkedEvaluator:
         if self.emitted_before is not None:  # the first group was sliced: its remaining windows
             table = pa.Table.from_batches(head)
             yield from self.evaluator.evaluate(table.slice(0, first_end).to_batches(),
-                                               (self.emitted_before, None), self.slices)
+                                               self._windows_from(self.emitted_before, None))
             head = table.slice(first_end).to_batches()
             self.emitted_before = None
         yield from self.evaluator.evaluate(head)
         self.slice_at = self.slice_rows
+
+    def _windows_from(self, first: int | None, last: int | None) -> Callable[[pa.Table], pa.Table]:
+        """A result's rows whose window starts in ``[first, last]`` (None: unbounded)."""
+        slices = self.slices
+        assert slices is not None
+        return lambda result: slices.window_filter(result, first, last)
 
     def _slice_open_group(self) -> Iterator[pa.RecordBatch]:
         """Evaluate the pending (one, open) group's windows complete by its last row, if
@@ -424,7 +429,7 @@ class _ChunkedEvaluator:
             self.slice_at = 2 * table.num_rows
             return
         needed = int(np.searchsorted(times, last + self.slices.size, "left"))
-        yield from self.evaluator.evaluate(table.slice(0, needed).to_batches(), (first, last), self.slices)
+        yield from self.evaluator.evaluate(table.slice(0, needed).to_batches(), self._windows_from(first, last))
         rest = table.slice(keep_from)
         self.pending, self.pending_rows = rest.to_batches(), rest.num_rows
         self.emitted_before = after
