@@ -112,12 +112,7 @@ class Layout:
         (:func:`cogra.runtime.fast.channels.channel_layout`; sums only over values that are
         never negative, ``FastExecutor._approximate_slots``); the Python executors ignore
         this."""
-        exact: set[int] = set()
-        for f in self.finals:
-            if f[0] == "slot":
-                exact.add(f[1])
-            elif f[0] == "SUM":
-                exact.add(f[1])
+        exact = {f[1] for f in self.finals if f[0] in ("slot", "SUM")}
         return frozenset(i for i, s in enumerate(self.slots)
                          if s.kind == ADD and s.role in ("count", "cnt", "nn", "sum") and i not in exact)
 

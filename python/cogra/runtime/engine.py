@@ -379,26 +379,29 @@ class Engine:
         var_codes = {v: by_names[tuple(b.var_keys[v])] for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
 
+        # The rows' facts in partition order, gathered once.
+        order = order.astype(np.int64, copy=False)
+        bits_sorted = bits_all[order]
+        codes = np.empty((len(keyed_vars), len(order)), np.int64)
+        plays: list[np.ndarray] = []
+        for j, v in enumerate(keyed_vars):
+            codes[j] = var_codes[v][0][order]
+            plays.append((bits_sorted & np.uint64(1 << v)) != 0)
         # Each plain group's combinations of the keyed variables' values that some row plays.
         combo_group: list[int] = []
         combos: list[tuple] = []
         for g, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
-            rows = order[s:e]
             choices = []
-            for v in keyed_vars:
-                played = np.bincount(var_codes[v][0][rows][self.plays_mask[v][rows]], minlength=len(var_codes[v][1]))
+            for j, v in enumerate(keyed_vars):
+                played = np.bincount(codes[j, s:e][plays[j][s:e]], minlength=len(var_codes[v][1]))
                 choices.append(np.flatnonzero(played).tolist())
             for combo in itertools.product(*choices):  # (): the group itself, without keyed variables
                 combo_group.append(g)
                 combos.append(combo)
-        order = order.astype(np.int64, copy=False)
-        codes = np.empty((len(keyed_vars), len(order)), np.int64)
-        for j, v in enumerate(keyed_vars):
-            codes[j] = var_codes[v][0][order]
         rows, bits, sizes = combination_rows(
             order, starts, ends, np.asarray(combo_group, np.int64),
             np.asarray(combos, np.int64).reshape(len(combos), len(keyed_vars)), codes,
-            np.asarray([1 << v for v in keyed_vars], np.uint64), bits_all[order], self.irrelevant[order],
+            np.asarray([1 << v for v in keyed_vars], np.uint64), bits_sorted, self.irrelevant[order],
             keep_idle, self.idle_events_matter)
         seg_sizes, groups, keys, key_codes_ = [], [], [], []
         for g, combo, size in zip(combo_group, combos, sizes.tolist()):

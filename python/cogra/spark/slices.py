@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import cogra
+from cogra.runtime.engine import micros
 from cogra.runtime.windows import WindowSpec, is_integral
 
 NULL_TIME = np.iinfo(np.int64).min
@@ -59,9 +60,7 @@ class WindowSlices:
         """The time column as int64 (µs floored for timestamps; NULL as :data:`NULL_TIME`)."""
         col = table.column(self.time_column)
         if pa.types.is_timestamp(col.type):
-            factor = {"s": -1_000_000, "ms": -1000, "us": 1, "ns": 1000}[col.type.unit]
-            raw = pc.fill_null(col.cast(pa.int64()), 0).to_numpy().astype(np.int64, copy=False)
-            values = raw * -factor if factor < 0 else raw // factor
+            values = micros(pc.fill_null(col, pa.scalar(0, col.type)))  # as the engine reads them
         else:
             values = pc.fill_null(col.cast(pa.int64()), 0).to_numpy().astype(np.int64, copy=False)
         valid = col.is_valid().to_numpy(zero_copy_only=False)
