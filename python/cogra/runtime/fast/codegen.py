@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from cogra.runtime.fast import codegen_ring
 from cogra.runtime.fast.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
@@ -69,6 +70,10 @@ class Shape:
     """``(v, live_i, live_f, live_x)``: the module's ``kernel_loading`` never computes
     variable ``v``; it loads v's totals per batch from a cache of its live channels
     (:mod:`cogra.runtime.fast.shared_rows`)."""
+    live: tuple | None = None
+    """``(live_i, live_f)``: per variable, the integer and float channels its states can
+    hold non-empty (``FastExecutor._live_channels``); with ``loads``, the module has the
+    ring kernel's loading run ``ring_loading`` (:mod:`codegen_ring`)."""
 
     @property
     def key(self) -> str:
@@ -200,6 +205,14 @@ def kernel_loading_for(shape: Shape) -> Callable:
     """The shape's kernel that loads variable ``shape.loads[0]``'s totals (see :class:`Shape`):
     ``kernel_loading(<kernel's arguments>, take_at, ci, cf, cx, ce, cr)``."""
     return _module_for(shape).kernel_loading
+
+
+def ring_loading_for(shape: Shape) -> Callable:
+    """The shape's loading run of the ring kernel (``shape.loads`` and ``shape.live`` set):
+    ``ring_loading(times, plays, pair_ok, a_int, a_flt, a_valid, rows, win_seg, win_k,
+    win_lo, win_hi, slide, lanes, out_i, out_f, out_e, out_r, redo, take_at, ci, cf, cpane)``
+    (see :mod:`codegen_ring`)."""
+    return _module_for(shape).ring_loading
 
 
 def kernel_from_for(shape: Shape) -> Callable:
@@ -520,6 +533,8 @@ def generate(shape: Shape) -> str:
             transfer("st", "w", to_arrays=True)
             w("st_e[w] = exponent")
     w()
+    if s.loads and s.live is not None:
+        codegen_ring.write_ring_loading(w, s)
     _sliding_functions(w, s, window_loop, transfer)
     return _prune_parameters(w.text(), ["_apply", "_compose", "_copy_rows", "_emit_row", "_copy_output",
                                         "_pane_map"])

@@ -468,9 +468,10 @@ class FastExecutor:
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
         return bound if bound > 2.0**620 else None
 
-    def shape(self, loads: tuple | None = None):
+    def shape(self, loads: tuple | None = None, live: bool = False):
         """The query's shape, for the generated kernels (:mod:`codegen`); ``loads``: see
-        :attr:`codegen.Shape.loads`."""
+        :attr:`codegen.Shape.loads`; ``live``: with the variables' live channels
+        (:attr:`codegen.Shape.live`)."""
         from cogra.runtime.fast.codegen import Shape
 
         b = self.engine.bound
@@ -483,6 +484,8 @@ class FastExecutor:
             x_is_min=tuple(bool(x) for x in self.chan.x_is_min),
             pair_checks=tuple(sorted(self.engine.pairs.by_pair)),
             loads=loads,
+            live=tuple(tuple(tuple(int(k) for k in row[1:1 + row[0]]) for row in arr)
+                       for arr in (self.var_live_i, self.var_live_f)) if live else None,
         )
 
     @staticmethod
