@@ -33,7 +33,7 @@ def write_ring_loading(w: Any, s: Any) -> None:
     cpane)`` -- :func:`mixed_ring.run_mixed_ring`'s arguments of the same names, under
     ``SHARE_TAKE`` with no indexed pair."""
     assert s.mode == 0 and not s.x_is_min and s.loads is not None and s.live is not None
-    nv, n_i, n_f = s.nv, s.n_i, s.n_f
+    nv = s.nv
     lv, load_i, load_f, _load_x = s.loads
     live_i, live_f = s.live
     computed = [v for v in range(nv) if v != lv]
