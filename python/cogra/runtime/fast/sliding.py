@@ -228,21 +228,27 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
                       share: Any) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` loading the shared variable, with the run generated for the query's
     shape (:mod:`codegen_ring`, ~2x faster), or None: where the input is too small to repay
-    compiling it (unless compiled already), or a batch it does not take (the generic
-    kernel runs instead).  Its windows need nothing redone then."""
+    compiling it (unless compiled already; from BACKGROUND_MIN_EVENTS positions on it is
+    compiled in the background for the next call), or a batch it does not take (the
+    generic kernel runs instead).  Its windows need nothing redone then."""
     from cogra.runtime.fast import codegen
     from cogra.runtime.fast.executor import SPECIALIZE_MIN_EVENTS
 
     live = tuple(tuple(int(x) for x in arr[share.var, 1:1 + arr[share.var, 0]])
                  for arr in (fast.var_live_i, fast.var_live_f))
     shape = fast.shape(loads=(share.var, live[0], live[1], ()), live=True)
-    if not codegen.use_generated(shape, "ring_loading", len(rows), SPECIALIZE_MIN_EVENTS):
+    generated = codegen.use_generated(shape, "ring_loading", len(rows), SPECIALIZE_MIN_EVENTS)
+    if not generated and len(rows) < BACKGROUND_MIN_EVENTS:
         return None
     out = KernelOut.unfilled(len(seg), fast.chan)
     redo = np.zeros(len(seg), np.bool_)
-    codegen.ring_loading_for(shape)(
-        times, plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, rows, seg, k, lo, hi,
-        slide, panes, out.i, out.f, out.e, out.r, redo, share.take_at, share.ci, share.cf, share.cpane)
+    args = (times, plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, rows, seg, k, lo, hi,
+            slide, panes, out.i, out.f, out.e, out.r, redo, share.take_at, share.ci, share.cf, share.cpane)
+    if not generated:
+        # A Spark task's partition, probably: have the generated run ready for the next.
+        codegen.compile_in_background(shape, "ring_loading", args)
+        return None
+    codegen.ring_loading_for(shape)(*args)
     return None if redo.any() else (out, redo)
 
 
