@@ -32,4 +32,11 @@ NO_REFCOUNTS = _without_refcounts()
 elements (see :func:`_without_refcounts`).  Only for those: a helper that copies a row
 (``out[w] = s[k]``) may need a temporary for some argument types, and then fails to
 compile at the first call with those types ("NRT required but not enabled") -- as the
-generic kernels' ``_emit_window`` did, which is why they keep their reference counts."""
+generic kernels' ``_emit_window`` did, which is why they keep their reference counts.
+
+A function compiled so compiles the functions it calls with the same options, and numba
+keeps that compile for all their callers with the same argument types (and in its disk
+cache): a callee that returned an array it allocated, compiled without reference counts,
+handed a reference-counted caller elsewhere a freed array (heap corruption).  So whatever
+such a function calls must return no array either (mixed_ring's loop, whose radix sort
+returns a flag)."""

@@ -172,6 +172,21 @@ def _radix_sort(keys, tags, n):
     (``keys``/``tags`` themselves or scratch).  Ranks of a block are a few hundred to a few
     thousand keys below 2**22: two passes over them beat a comparison sort's mispredicted
     branches several times."""
+    tmp_k, tmp_t = np.empty(n, np.int64), np.empty(n, np.int64)
+    if _radix_sort_into(keys, tags, n, np.empty((1 << RADIX_BITS) + 1, np.int64), tmp_k, tmp_t):
+        return tmp_k, tmp_t
+    return keys, tags
+
+
+@njit(cache=True)
+def _radix_sort_into(keys, tags, n, count, tmp_k, tmp_t):
+    """:func:`_radix_sort` with its scratch given (``count``: ``2**RADIX_BITS + 1`` entries,
+    ``tmp_k``/``tmp_t``: ``n``); returns whether the sorted keys and tags ended in the
+    scratch (else in ``keys``/``tags``).  It allocates nothing and returns no array, so
+    mixed_ring's loop, compiled without reference counts, can call it: numba compiles a
+    callee with its caller's options and keeps that compile for every caller of the same
+    types -- one returning an array compiled so would hand reference-counted callers a
+    freed one."""
     top = 0
     for t in range(n):
         if keys[t] > top:
@@ -180,19 +195,20 @@ def _radix_sort(keys, tags, n):
     while (top >> bits) > 0:
         bits += 1
     if bits == 0:
-        return keys, tags
+        return False
     passes = (bits + RADIX_BITS - 1) // RADIX_BITS
     width = (bits + passes - 1) // passes
     mask = (1 << width) - 1
-    count = np.empty((1 << width) + 1, np.int64)
+    buckets = (1 << width) + 1
     src_k, src_t = keys, tags
-    dst_k, dst_t = np.empty(n, np.int64), np.empty(n, np.int64)
+    dst_k, dst_t = tmp_k, tmp_t
     for q in range(passes):
         shift = q * width
-        count[:] = 0
+        for d in range(buckets):
+            count[d] = 0
         for t in range(n):
             count[((src_k[t] >> shift) & mask) + 1] += 1
-        for d in range(1, count.shape[0]):
+        for d in range(1, buckets):
             count[d] += count[d - 1]
         for t in range(n):
             d = (src_k[t] >> shift) & mask
@@ -201,7 +217,7 @@ def _radix_sort(keys, tags, n):
             count[d] += 1
         src_k, dst_k = dst_k, src_k
         src_t, dst_t = dst_t, src_t
-    return src_k, src_t
+    return passes % 2 == 1
 
 
 def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -244,11 +260,27 @@ def _local_bound(t, own, local, vals, m):
         return local
     if t == own + 1:
         return local + 1
-    return np.searchsorted(vals[:m], t)
+    return _below(vals, m, t)
+
+
+@njit(cache=True, inline="always")
+def _below(vals, m, t):
+    """``np.searchsorted(vals[:m], t)`` (ascending ``vals``) without the slice: a view would
+    need reference counts, which mixed_ring's loop is compiled without."""
+    a = 0
+    z = m
+    while a < z:
+        mid = (a + z) >> 1
+        if vals[mid] < t:
+            a = mid + 1
+        else:
+            z = mid
+    return a
 
 
 @njit(cache=True)
-def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq, g_valid, buf, pos, lr, la, lb, leq):
+def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq, g_valid, buf, pos, lr, la, lb, leq,
+                  vals, tmp_k, tmp_t, count):
     """Re-rank pair ``p``'s values among the events of positions ``[lo, hi)``; returns their
     number ``m``.
 
@@ -265,8 +297,9 @@ def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq
             buf[k] = h_rank[p, rows[e]]
             pos[k] = e - lo
             k += 1
-    keys, tags = _radix_sort(buf, pos, k)
-    vals = np.empty(k, np.int64)
+    keys, tags = buf, pos
+    if _radix_sort_into(buf, pos, k, count, tmp_k, tmp_t):
+        keys, tags = tmp_k, tmp_t
     m = 0
     for t in range(k):
         g = keys[t]
@@ -292,7 +325,7 @@ def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq
                 if q == own:
                     leq[p, d] = local
                 else:
-                    s = np.searchsorted(vals[:m], q)
+                    s = _below(vals, m, q)
                     if s < m and vals[s] == q:
                         leq[p, d] = s
     return m
@@ -300,7 +333,7 @@ def _window_ranks(p, flags, lo, hi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq
 
 @njit(cache=True, inline="always")
 def _rank_block(lo, hi, blo, bhi, n_pairs, plays, rows, pair_flags, h_rank, h_valid, q_a, q_b, q_eq,
-                g_valid, buf, pos, lr, la, lb, leq, m_loc):
+                g_valid, buf, pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count):
     """The rank block ``(blo, bhi)`` for positions ``[lo, hi)``: the current one if it holds
     them, else ``[lo, lo + 2 (hi - lo))`` (clipped), re-ranked -- so consecutive windows or
     passes re-rank about once per length."""
@@ -309,19 +342,20 @@ def _rank_block(lo, hi, blo, bhi, n_pairs, plays, rows, pair_flags, h_rank, h_va
         bhi = min(plays.shape[0], lo + 2 * (hi - lo))
         for p in range(n_pairs):
             m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a, q_b,
-                                     q_eq, g_valid, buf, pos, lr, la, lb, leq)
+                                     q_eq, g_valid, buf, pos, lr, la, lb, leq, vals, tmp_k, tmp_t, count)
     return blo, bhi
 
 
 @njit(cache=True)
 def _rank_buffers(n_pairs, block):
     """Scratch for :func:`_window_ranks` over blocks of up to ``block`` positions:
-    ``(buf, pos, lr, la, lb, leq, m_loc)``."""
+    ``(buf, pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count)``."""
     rows_ = max(1, n_pairs)
     return (np.zeros(block, np.int64), np.zeros(block, np.int64),
             np.zeros((rows_, block), np.int64), np.zeros((rows_, block), np.int64),
             np.zeros((rows_, block), np.int64), np.zeros((rows_, block), np.int64),
-            np.zeros(rows_, np.int64))
+            np.zeros(rows_, np.int64), np.zeros(block, np.int64), np.zeros(block, np.int64),
+            np.zeros(block, np.int64), np.zeros((1 << RADIX_BITS) + 1, np.int64))
 
 
 SHARE_NONE, SHARE_SAVE, SHARE_TAKE = 0, 1, 2
@@ -412,7 +446,7 @@ def run_mixed_windows(
     tx = np.zeros((max(1, n_struct), 3, m_max, n_x), np.int64)
     tr = np.zeros((max(1, n_struct), 3, m_max), np.bool_)
     te = np.zeros((max(1, n_struct), 3, m_max), np.int64)  # per node: exponent of its floats
-    rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_struct, span)
+    rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count = _rank_buffers(n_struct, span)
     blo = -1
     bhi = -1
     # next / contiguous: waiting kept states per variable.
@@ -434,7 +468,8 @@ def run_mixed_windows(
         hi = win_hi[w]
         # Ranks are local to a block of positions [blo, bhi) that holds the window.
         blo, bhi = _rank_block(i, hi, blo, bhi, n_struct, plays, rows, pair_flags, h_rank, h_valid,
-                               q_a, q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, m_loc)
+                               q_a, q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, m_loc,
+                               vals, tmp_k, tmp_t, count)
         lo = blo
         for p in range(n_struct):
             m = m_loc[p]

@@ -55,12 +55,16 @@ def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
     return 4 * max(1, n_pairs) * block * max(1, n_live) * lanes * 8
 
 
-# The Fenwick traversals below are separate compiled functions, called once per traversal:
-# when the kernel itself looped over the nodes calling inlined helpers with the arrays,
-# reference counting those arguments took a fifth of its time.  (_catch_up, inlined into
-# the traversals, measured no slower than written out twice.)  Called helpers are
-# compiled without reference counts (jit.NO_REFCOUNTS): with them, q3 as printed spent
-# ~10% of its time in NRT_incref/NRT_decref.
+# The kernel's loop (_run_segments) is compiled without reference counts (jit.NO_REFCOUNTS):
+# it allocates nothing and makes no array views, so its per-event helpers -- the Fenwick
+# traversals, contributions, fused batches, cache saves and loads -- are inlined into it
+# at no cost per array argument.  (Inlined into a loop *with* reference counts, they took
+# a fifth of its time in NRT_incref/NRT_decref; as separate calls without them, each call
+# still passed ~100 words of array descriptors: q3's representatives 100 -> 90 ms and
+# its sub-streams under the generic kernel 62 -> 51 ms, inlined here.)  What the loop
+# calls is compiled with the loop's options, and numba keeps that compile for every caller
+# of the same argument types: so no function it calls may allocate, make a view (slice)
+# or return an array (the radix sort hands back a flag, mixed_kernels._radix_sort_into).
 
 @njit(cache=True, inline="always")
 def _clear_node_slots(ti, tf, p, t, a, lo, hi, ni, nf):
@@ -96,7 +100,7 @@ def _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf):
             _clear_node_slots(ti, tf, p, t, a, first + lanes, lanes, ni, nf)
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one):
     """Batch row ``d`` += the Fenwick prefix ``[1, a]`` of tree ``(p, t)`` -- or node ``a``
     alone if ``one`` (the ``=`` buckets) -- caught up to ring pane ``cur``."""
@@ -118,7 +122,7 @@ def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one)
         a -= a & (-a)
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, one):
     """Batch row ``s`` into tree ``(p, t)`` at Fenwick index ``a`` (and the nodes above it
     up to ``m``, unless ``one``), caught up to ring pane ``cur``."""
@@ -173,7 +177,7 @@ def _stored_into_node(ti, tf, p, t, i, vi, vf, d, lanes, live_i, live_f):
             tf[p, t, i, c, ln] += vf[p, d, c, ln]
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
     """:func:`kernels._contribute_row` over every lane of batch row ``d`` (no MIN/MAX).  A lane
     with no trend has count 0 and gains 0 -- except from a non-finite value (``inf * 0``),
@@ -329,7 +333,7 @@ def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, p
     return over
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
                  a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
                  skip_var, slot, lanes, cnt_i, cnt_f, coef_i, coef_f):
@@ -458,13 +462,30 @@ def _clear_slots(si, sf, first, last, lanes):
     for the panes since it was last touched, not every node for every pane)."""
     n = last - first + 1
     if n >= lanes:
-        si[:] = 0
-        sf[:] = 0.0
+        _clear_totals(si, sf)
         return
     for q in range(first, first + n):
         ln = q % lanes
-        si[:, :, ln] = 0
-        sf[:, :, ln] = 0.0
+        for v in range(si.shape[0]):
+            for k in range(si.shape[1]):
+                si[v, k, ln] = 0
+        for v in range(sf.shape[0]):
+            for k in range(sf.shape[1]):
+                sf[v, k, ln] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _clear_totals(si, sf):
+    """Every lane of every total empty (element by element: a slice is a view, and views
+    need reference counts)."""
+    for v in range(si.shape[0]):
+        for k in range(si.shape[1]):
+            for ln in range(si.shape[2]):
+                si[v, k, ln] = 0
+    for v in range(sf.shape[0]):
+        for k in range(sf.shape[1]):
+            for ln in range(sf.shape[2]):
+                sf[v, k, ln] = 0.0
 
 
 @njit(cache=True)
@@ -481,9 +502,14 @@ def _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lane
             if (fl >> t) & 1:  # USE_PREFIX, USE_SUFFIX, USE_EQUAL are bits 0, 1, 2: tree t is used
                 # Only the live channels are ever read (q3: the float count alone; zeroing the
                 # rest was most of the re-ranking's memset).
-                ti[p, t, :m + 1, :ni] = 0
-                tf[p, t, :m + 1, :nf] = 0.0
-                ts[p, t, :m + 1] = cur
+                for a in range(m + 1):
+                    for c in range(ni):
+                        for ln in range(lanes):
+                            ti[p, t, a, c, ln] = 0
+                    for c in range(nf):
+                        for ln in range(lanes):
+                            tf[p, t, a, c, ln] = 0.0
+                    ts[p, t, a] = cur
         for d in range(n_live):
             if not vs[p, d]:
                 continue
@@ -544,7 +570,7 @@ def _shift_stored(vi, vf, vs, n_pairs, shift, n_live, times, live_lo, slide, cur
             vs[p, d] = False
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _save_lanes(ci, cf, cpane, c, si, sf, v, var_live_i, var_live_f, cur, lanes):
     """Cache row ``c`` := variable ``v``'s lane totals (live channels), current at pane ``cur``."""
     for q in range(var_live_i[v, 0]):
@@ -558,7 +584,7 @@ def _save_lanes(ci, cf, cpane, c, si, sf, v, var_live_i, var_live_f, cur, lanes)
     cpane[c] = cur
 
 
-@njit(cache=True, **NO_REFCOUNTS)
+@njit(cache=True, inline="always")
 def _load_lanes(si, sf, v, var_live_i, var_live_f, ci, cf, cpane, c, cur, lanes):
     """Variable ``v``'s lane totals := cache row ``c`` (zero if ``c < 0``), brought from its
     pane to ``cur``: the lanes of panes that expired in between are emptied."""
@@ -620,7 +646,6 @@ def run_mixed_ring(
     before each batch its totals are loaded from cache row ``take_at[i]`` (-1: none yet),
     and the lanes of the panes that expired since that row's pane are emptied."""
     n_pairs = pair_flags.shape[0]
-    n_pos = plays.shape[0]
     nl_i = 1
     nl_f = 1
     for p in range(n_pairs):
@@ -633,7 +658,7 @@ def run_mixed_ring(
     bvar = np.zeros(max_batch, np.int64)
     bev = np.zeros(max_batch, np.int64)
     block = 2 * max_span  # re-ranked when the events pass its end, about once per span
-    rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_pairs, block)
+    rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count = _rank_buffers(n_pairs, block)
     ti = np.zeros((max(1, n_pairs), 3, block + 1, nl_i, lanes), np.uint64)
     tf = np.zeros((max(1, n_pairs), 3, block + 1, nl_f, lanes), np.float64)
     ts = np.zeros((max(1, n_pairs), 3, block + 1), np.int64)  # per node: the ring pane it is current at
@@ -643,6 +668,42 @@ def run_mixed_ring(
     vs = np.zeros((max(1, n_pairs), block), np.bool_)
     # Batches of one type-grained variable's events update its totals directly (_fused_batch).
     fusable = _fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr)
+    cnt_i = np.zeros(lanes, np.uint64)
+    cnt_f = np.zeros(lanes, np.float64)
+    coef_i = np.zeros(max(1, n_i), np.uint64)
+    coef_f = np.zeros(max(1, n_f), np.float64)
+    scratch = (si, sf, bi, bf, bvar, bev, rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count,
+               ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f)
+    _run_segments(
+        times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+        prog, op_ptr, n_i, n_f,
+        a_int, a_flt, a_valid, rows,
+        pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
+        h_rank, h_valid, q_a, q_b, q_eq, g_valid,
+        win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
+        out_i, out_f, out_e, out_r, redo,
+        share_var, share_mode, take_at, ci, cf, cpane, scratch,
+    )
+
+
+@njit(cache=True, **NO_REFCOUNTS)
+def _run_segments(
+    times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+    prog, op_ptr, n_i, n_f,
+    a_int, a_flt, a_valid, rows,
+    pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
+    h_rank, h_valid, q_a, q_b, q_eq, g_valid,
+    win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
+    out_i, out_f, out_e, out_r, redo,
+    share_var, share_mode, take_at, ci, cf, cpane, scratch,
+):
+    """:func:`run_mixed_ring`'s loop over the windows, with its buffers (``scratch``)
+    allocated: no reference counts here, so the helpers inline at no cost."""
+    (si, sf, bi, bf, bvar, bev, rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count,
+     ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f) = scratch
+    n_pairs = pair_flags.shape[0]
+    n_pos = plays.shape[0]
+    block = 2 * max_span  # as allocated: re-ranked when the events pass its end, about once per span
     skip_var = share_var if share_mode == SHARE_TAKE else -1
     # Only a variable some event plays can fuse (a representative's events play its kept
     # variable only: no batch of it is offered to _fused_batch).
@@ -653,10 +714,6 @@ def run_mixed_ring(
     for v in range(nv):
         if fusable[v] and _bit(played, v):
             any_fusable = True
-    cnt_i = np.zeros(lanes, np.uint64)
-    cnt_f = np.zeros(lanes, np.float64)
-    coef_i = np.zeros(max(1, n_i), np.uint64)
-    coef_f = np.zeros(max(1, n_f), np.float64)
     nvu = np.uint64(nv)
     n_win = win_lo.shape[0]
     w = 0
@@ -669,15 +726,17 @@ def run_mixed_ring(
         hi = lo
         for q in range(w, w2):
             hi = max(hi, win_hi[q])
-        si[:] = 0
-        sf[:] = 0.0
-        vs[:] = False
+        _clear_totals(si, sf)
+        for p in range(vs.shape[0]):
+            for d in range(vs.shape[1]):
+                vs[p, d] = False
         blo = lo
         bhi = min(n_pos, lo + block)
         cur = times[lo] // slide if lo < hi else 0  # the ring holds panes cur - lanes + 1 .. cur
         for p in range(n_pairs):
             m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a, q_b, q_eq,
-                                     g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+                                     g_valid, rank_buf, rank_pos, lr, la, lb, leq, vals, tmp_k, tmp_t,
+                                     count)
         _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lanes, 0, cur)
         live_lo = lo  # first position of a live pane
         failed = False
@@ -733,7 +792,8 @@ def run_mixed_ring(
                 bhi = min(n_pos, blo + block)
                 for p in range(n_pairs):
                     m_loc[p] = _window_ranks(p, pair_flags[p], blo, bhi, plays, rows, h_rank, h_valid, q_a, q_b,
-                                             q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq)
+                                             q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, vals, tmp_k,
+                                             tmp_t, count)
                 _rebuild(ti, tf, ts, vi, vf, vs, m_loc, lr, pair_flags, live_i, live_f, lanes, n_live, cur)
                 if j > bhi:  # max_span was not a bound after all: leave these windows to the caller
                     failed = True
@@ -865,6 +925,7 @@ def run_mixed_ring(
             for q in range(emit, w2):
                 redo[q] = True
         w = w2
+
 
 
 __all__ = ["run_mixed_ring", "tree_bytes"]

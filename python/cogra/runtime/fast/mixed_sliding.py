@@ -132,7 +132,7 @@ def run_mixed_sliding(
     bev = np.zeros(max_batch, np.int64)
     block = 2 * max_span  # ranks hold for a block of positions: a span and what follows it
     m_max = block + 1
-    rank_buf, rank_pos, lr, la, lb, leq, m_loc = _rank_buffers(n_pairs, block)
+    rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count = _rank_buffers(n_pairs, block)
     blo = -1
     bhi = -1
     ti = np.zeros((max(1, n_pairs), 3, m_max, lanes, n_i), np.uint64)
@@ -156,7 +156,8 @@ def run_mixed_sliding(
         sf[:] = 0.0
         sr[:] = False
         blo, bhi = _rank_block(lo, hi, blo, bhi, n_pairs, plays, rows, pair_flags, h_rank, h_valid,
-                               q_a, q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, m_loc)
+                               q_a, q_b, q_eq, g_valid, rank_buf, rank_pos, lr, la, lb, leq, m_loc,
+                               vals, tmp_k, tmp_t, count)
         for p in range(n_pairs):
             m = m_loc[p]
             for t in range(3):
