@@ -20,37 +20,10 @@ from hypothesis import strategies as st
 
 from cogra.datasets import stock
 from cogra.examples import Q3
-from cogra.runtime.fast import codegen, mixed_kernels, mixed_ring
+from cogra.runtime.fast import codegen
 from tests.compare import assert_same_result
-from tests.engine.test_shared_rows import evaluate, keyed_stream
+from tests.engine.test_shared_rows import evaluate, keyed_stream, watched
 from tests.engine.test_sliding import forced
-
-
-@contextlib.contextmanager
-def counted():
-    """Yields a dict counting the loading runs: ``generated`` (the generated run was
-    called), ``generic`` (the generic ring kernel ran one: the generated was not used or
-    handed it back)."""
-    seen = {"generated": 0, "generic": 0}
-    real_for, real_ring = codegen.ring_loading_for, mixed_ring.run_mixed_ring
-
-    def loading_for(shape):
-        kernel = real_for(shape)
-
-        def run(*args):
-            seen["generated"] += 1
-            return kernel(*args)
-        return run
-
-    def ring(*args):
-        seen["generic"] += args[-5] == mixed_kernels.SHARE_TAKE  # share_mode
-        return real_ring(*args)
-
-    codegen.ring_loading_for, mixed_ring.run_mixed_ring = loading_for, ring
-    try:
-        yield seen
-    finally:
-        codegen.ring_loading_for, mixed_ring.run_mixed_ring = real_for, real_ring
 
 
 @contextlib.contextmanager
@@ -68,10 +41,12 @@ def generic_only():
 
 
 def generated_equals_generic(query: str, table: pa.Table, exact: bool = True) -> dict:
-    """Evaluate with the generated loading run (counted) and check it against the generic
-    kernel (identical rows), unshared sub-streams and, if ``exact``, the Python executor."""
-    with forced(), counted() as seen:
+    """Evaluate with the generated loading run and check it against the generic kernel
+    (identical rows), unshared sub-streams and, if ``exact``, the Python executor; returns
+    the loading runs ``{"generated": .., "generic": ..}`` (see ``watched``)."""
+    with forced(), watched() as runs:
         got = evaluate(query, table)
+    seen = {"generated": runs["ring_generated"], "generic": runs["ring_generic"]}
     with forced():
         assert_same_result(got, evaluate(query, table, share=False), context=f"(unshared)\n{query}")
         if exact:
@@ -177,11 +152,11 @@ def test_counts_past_the_rescale_bound_are_handed_back(generated_kernels) -> Non
                       "v": pa.array(np.arange(n))})
     query = ("RETURN A.k, B.k, COUNT(*), AVG(B.v) PATTERN SEQ(A+, B+) WHERE [A.k] AND [B.k] "
              "AND A.v < NEXT(A).v GROUP-BY A.k, B.k WITHIN 1600 seconds SLIDE 100 seconds")
-    with forced(), counted() as seen:
+    with forced(), watched() as seen:
         got = evaluate(query, table)
     with forced(), generic_only():
         assert_same_result(got, evaluate(query, table, share=False))
-    assert seen == {"generated": 1, "generic": 1}
+    assert seen["ring_generated"] == 1 and seen["ring_generic"] == 1
 
 
 def test_the_generated_source_unrolls_the_shape() -> None:

@@ -35,9 +35,13 @@ OPS = ["<", "<=", ">", ">=", "=", "<>"]
 @contextlib.contextmanager
 def watched():
     """Yields a dict counting the runs: ``shared`` (shared_rows.run_raw returned a result),
-    ``generated`` (its loading run used the generated kernel)."""
-    seen = {"shared": 0, "generated": 0, "ring": 0}
+    ``generated`` (its loading run used the generated kernel), ``ring`` (shared_rows.run_ring
+    returned a result), ``ring_generated`` (a ring loading run called the generated one,
+    codegen_ring) and ``ring_generic`` (the generic ring kernel ran a loading run: the
+    generated one was not used or handed it back)."""
+    seen = {"shared": 0, "generated": 0, "ring": 0, "ring_generated": 0, "ring_generic": 0}
     real_run, real_ring, real_loading = shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for
+    real_ring_loading, real_mixed_ring = codegen.ring_loading_for, mixed_ring.run_mixed_ring
 
     def run(*args):
         out = real_run(*args)
@@ -49,19 +53,29 @@ def watched():
         seen["ring"] += out is not None
         return out
 
-    def loading(shape):
-        kernel = real_loading(shape)
+    def counting(factory, key):
+        def kernel_for(shape):
+            kernel = factory(shape)
 
-        def counted(*args):
-            seen["generated"] += 1
-            return kernel(*args)
-        return counted
+            def counted(*args):
+                seen[key] += 1
+                return kernel(*args)
+            return counted
+        return kernel_for
 
-    shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for = run, ring, loading
+    def mixed(*args):
+        seen["ring_generic"] += args[-5] == mixed_kernels.SHARE_TAKE  # share_mode
+        return real_mixed_ring(*args)
+
+    shared_rows.run_raw, shared_rows.run_ring = run, ring
+    codegen.kernel_loading_for = counting(real_loading, "generated")
+    codegen.ring_loading_for = counting(real_ring_loading, "ring_generated")
+    mixed_ring.run_mixed_ring = mixed
     try:
         yield seen
     finally:
         shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for = real_run, real_ring, real_loading
+        codegen.ring_loading_for, mixed_ring.run_mixed_ring = real_ring_loading, real_mixed_ring
 
 
 def evaluate(query: str, table: pa.Table, *, compiled: bool = True, share: bool = True) -> pa.Table:
