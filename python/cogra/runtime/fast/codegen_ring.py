@@ -10,7 +10,7 @@ update, and ~8 passes over the lanes; q3's sub-streams spent ~700 cycles per bat
 
 Here the shape's variables, channels and predecessors are constants, every state a lane
 vector of its own, and a batch one loop over the lanes updating all of its variable's
-channels at once (the load's expired lanes emptied first): q3's sub-streams 62 -> 28 ms
+channels at once (the load's expired lanes emptied first): q3's sub-streams 62 -> 33 ms
 per 200k rows.  The windows are read as the generic kernel reads them (the same sums in
 the same order: the results are identical).
 
