@@ -22,7 +22,7 @@ from cogra.datasets import stock
 from cogra.examples import Q3
 from cogra.runtime.fast import codegen
 from tests.compare import assert_same_result
-from tests.engine.test_shared_rows import evaluate, keyed_stream, watched
+from tests.engine.test_shared_rows import evaluate, keyed_stream, sliding_stream, watched
 from tests.engine.test_sliding import forced
 
 
@@ -98,14 +98,7 @@ def test_each_shape_runs_generated(query, generated_kernels) -> None:
 )
 def test_generated_loading_run_equals_generic_and_exact(query, n, distinct, slide, panes, times, seed,
                                                         generated_kernels) -> None:
-    # Gaps longer than a window empty the ring between a save and a load; negative times
-    # put panes below zero (ring slots by floor modulo).
-    table = keyed_stream(seed, n, distinct)
-    if times == "gaps":
-        steps = np.random.default_rng(seed).choice([0, 1, 60], n, p=[0.3, 0.6, 0.1])
-        table = table.set_column(1, "time", pa.array(np.cumsum(steps)))
-    elif times == "negative":
-        table = table.set_column(1, "time", pa.array(table.column("time").to_numpy() - 1000))
+    table = sliding_stream(seed, n, distinct, times)
     seen = generated_equals_generic(query.format(size=slide * panes, slide=slide), table)
     assert seen["generic"] <= seen["generated"]  # the generic runs only where handed back
 

@@ -112,6 +112,19 @@ def keyed_stream(seed: int, n: int, distinct: int, n_keys: int = 3, n_groups: in
     })
 
 
+def sliding_stream(seed: int, n: int, distinct: int, times: str) -> pa.Table:
+    """:func:`keyed_stream` with its times ``"dense"``, with ``"gaps"`` longer than a
+    window (the ring empties between a total's save and its load) or ``"negative"`` (panes
+    below zero: ring slots by floor modulo)."""
+    table = keyed_stream(seed, n, distinct)
+    if times == "gaps":
+        steps = np.random.default_rng(seed).choice([0, 1, 60], n, p=[0.3, 0.6, 0.1])
+        table = table.set_column(1, "time", pa.array(np.cumsum(steps)))
+    elif times == "negative":
+        table = table.set_column(1, "time", pa.array(table.column("time").to_numpy() - 1000))
+    return table
+
+
 def test_q3_tumbling_shares_and_equals_exact() -> None:
     query = Q3.replace(" SLIDE 10 seconds", "")
     seen = shared_equals_unshared_and_exact(query, stock(3000, rate=2.0))
@@ -237,12 +250,7 @@ def test_q3_as_printed_shares_in_the_ring() -> None:
 def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, seed) -> None:
     # Gaps longer than a window empty the ring between a total's save and its load;
     # negative times put panes below zero (ring slots by floor modulo).
-    table = keyed_stream(seed, n, distinct)
-    if times == "gaps":
-        steps = np.random.default_rng(seed).choice([0, 1, 60], n, p=[0.3, 0.6, 0.1])
-        table = table.set_column(1, "time", pa.array(np.cumsum(steps)))
-    elif times == "negative":
-        table = table.set_column(1, "time", pa.array(table.column("time").to_numpy() - 1000))
+    table = sliding_stream(seed, n, distinct, times)
     group = ", ".join(k.strip("[]") for k in keys.split(" AND "))
     query = (f"RETURN g, {group}, COUNT(*), SUM(B.v), AVG(A.v), AVG(B.w) PATTERN {pattern} "
              f"WHERE {keys} AND A.v {op} NEXT(A).v GROUP-BY g, {group} "
