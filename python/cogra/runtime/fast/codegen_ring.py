@@ -43,24 +43,19 @@ def write_ring_loading(w: Any, s: Any) -> None:
     states = [f"s{v}_i{k}" for v in computed for k in li[v]] + [f"s{v}_f{k}" for v in computed for k in lf[v]]
     loaded = [f"s{lv}_i{k}" for k in li[lv]] + [f"s{lv}_f{k}" for k in lf[lv]]
 
-    def zero_lane(ln: str) -> None:
-        for name in states:
-            w(f"{name}[{ln}] = {'U0' if '_i' in name else '0.0'}")
-
     def clear_panes(first: str, last: str) -> None:
         """Empty the computed states' slots of panes ``first..last`` (all if that is
         ``lanes`` or more), as mixed_ring._clear_slots."""
         w(f"n_clear = ({last}) - ({first}) + 1")
         w("if n_clear >= lanes:")
         with w.block():
-            for name in states:
-                w(f"{name}[:] = {'U0' if '_i' in name else '0.0'}")
+            _empty(w, states, ":")
         w("else:")
         with w.block():
             w(f"for q in range({first}, ({first}) + n_clear):")
             with w.block():
                 w("ln = q % lanes")
-                zero_lane("ln")
+                _empty(w, states, "ln")
 
     w("@njit(cache=True, fastmath=False)")
     w("def ring_loading(times, plays, pair_ok, a_int, a_flt, a_valid, rows, win_seg, win_k, win_lo, win_hi,")
@@ -84,8 +79,7 @@ def write_ring_loading(w: Any, s: Any) -> None:
             w("for q in range(w, w2):")
             with w.block():
                 w("hi = max(hi, win_hi[q])")
-            for name in states:
-                w(f"{name}[:] = {'U0' if '_i' in name else '0.0'}")
+            _empty(w, states, ":")
             w("cur = times[lo] // slide if lo < hi else 0  # the ring holds panes cur - lanes + 1 .. cur")
             w("failed = False")
             w("emit = w")
@@ -118,6 +112,13 @@ def write_ring_loading(w: Any, s: Any) -> None:
                     w("redo[q] = True")
             w("w = w2")
     w()
+
+
+def _empty(w: Any, names: list, at: str) -> None:
+    """Empty element(s) ``at`` (``":"``: all lanes) of the lane vectors ``names``
+    (``s{v}_i{k}`` integer, ``s{v}_f{k}`` float)."""
+    for name in names:
+        w(f"{name}[{at}] = {'U0' if '_i' in name else '0.0'}")
 
 
 def _emit_windows(w: Any, s: Any, li: dict, lf: dict, clear_panes: Any) -> None:
@@ -155,8 +156,7 @@ def _load(w: Any, lv: int, li: tuple, lf: tuple, loaded: list) -> None:
     w("c = take_at[i]")
     w("if c < 0:")
     with w.block():
-        for name in loaded:
-            w(f"{name}[:] = {'U0' if '_i' in name else '0.0'}")
+        _empty(w, loaded, ":")
     w("else:")
     with w.block():
         for kind, live, cache in (("i", li, "ci"), ("f", lf, "cf")):
@@ -167,8 +167,7 @@ def _load(w: Any, lv: int, li: tuple, lf: tuple, loaded: list) -> None:
         w("for p in range(max(cpane[c] - lanes + 1, cur - 2 * lanes + 1), cur - lanes + 1):")
         with w.block():
             w("ln = p % lanes")
-            for name in loaded:
-                w(f"{name}[ln] = {'U0' if '_i' in name else '0.0'}")
+            _empty(w, loaded, "ln")
 
 
 def _batch(w: Any, s: Any, lv: int, computed: list, li: dict, lf: dict) -> None:

@@ -680,7 +680,7 @@ def run_mixed_ring(
         a_int, a_flt, a_valid, rows,
         pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
         h_rank, h_valid, q_a, q_b, q_eq, g_valid,
-        win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
+        win_seg, win_k, win_lo, win_hi, slide, lanes,
         out_i, out_f, out_e, out_r, redo,
         share_var, share_mode, take_at, ci, cf, cpane, scratch,
     )
@@ -693,17 +693,18 @@ def _run_segments(
     a_int, a_flt, a_valid, rows,
     pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
     h_rank, h_valid, q_a, q_b, q_eq, g_valid,
-    win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
+    win_seg, win_k, win_lo, win_hi, slide, lanes,
     out_i, out_f, out_e, out_r, redo,
     share_var, share_mode, take_at, ci, cf, cpane, scratch,
 ):
-    """:func:`run_mixed_ring`'s loop over the windows, with its buffers (``scratch``)
-    allocated: no reference counts here, so the helpers inline at no cost."""
+    """:func:`run_mixed_ring`'s loop over the windows, with its buffers (``scratch``, sized
+    by ``max_batch`` and ``max_span`` there) allocated: no reference counts here, so the
+    helpers inline at no cost."""
     (si, sf, bi, bf, bvar, bev, rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count,
      ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f) = scratch
     n_pairs = pair_flags.shape[0]
     n_pos = plays.shape[0]
-    block = 2 * max_span  # as allocated: re-ranked when the events pass its end, about once per span
+    block = vs.shape[1]  # as allocated: re-ranked when the events pass its end, about once per span
     skip_var = share_var if share_mode == SHARE_TAKE else -1
     # Only a variable some event plays can fuse (a representative's events play its kept
     # variable only: no batch of it is offered to _fused_batch).

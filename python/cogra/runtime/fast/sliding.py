@@ -19,6 +19,7 @@ direct kernel, so a window whose values cannot be proven exact still comes back
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -234,9 +235,9 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
     from cogra.runtime.fast import codegen
     from cogra.runtime.fast.executor import SPECIALIZE_MIN_EVENTS
 
-    live = tuple(tuple(int(x) for x in arr[share.var, 1:1 + arr[share.var, 0]])
-                 for arr in (fast.var_live_i, fast.var_live_f))
-    shape = fast.shape(loads=(share.var, live[0], live[1], ()), live=True)
+    shape = fast.shape(live=True)
+    live_i, live_f = shape.live
+    shape = dataclasses.replace(shape, loads=(share.var, live_i[share.var], live_f[share.var], ()))
     generated = codegen.use_generated(shape, "ring_loading", len(rows), SPECIALIZE_MIN_EVENTS)
     if not generated and len(rows) < BACKGROUND_MIN_EVENTS:
         return None
