@@ -74,6 +74,11 @@ class Shape:
     """``(live_i, live_f)``: per variable, the integer and float channels its states can
     hold non-empty (``FastExecutor._live_channels``); with ``loads``, the module has the
     ring kernel's loading run ``ring_loading`` (:mod:`codegen_ring`)."""
+    saves: tuple | None = None
+    """``(v, pair_flags, tree_i, tree_f)``: with ``live``, the module has the ring kernel's
+    representatives' run ``ring_saving`` (:mod:`codegen_ring`) for the shared variable
+    ``v``, whose one indexed pair has flags ``pair_flags`` and keeps channels ``tree_i`` /
+    ``tree_f`` in its trees."""
 
     @property
     def key(self) -> str:
@@ -215,6 +220,15 @@ def ring_loading_for(shape: Shape) -> Callable:
     return _module_for(shape).ring_loading
 
 
+def ring_saving_for(shape: Shape) -> Callable:
+    """The shape's representatives' run of the ring kernel (``shape.saves`` and
+    ``shape.live`` set): ``ring_saving(times, plays, pair_ok, a_int, a_flt, a_valid, rows,
+    pair_flags, live_i, live_f, h_rank, h_valid, q_a, q_b, q_eq, g_valid, win_seg, win_k,
+    win_lo, win_hi, slide, lanes, max_batch, max_span, redo, ci, cf, cpane)`` (see
+    :mod:`codegen_ring`)."""
+    return _module_for(shape).ring_saving
+
+
 def kernel_from_for(shape: Shape) -> Callable:
     """The shape's kernel that continues windows from carried states (streaming):
     ``kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,
@@ -251,10 +265,11 @@ class _Indent:
 @functools.lru_cache(maxsize=None)
 def _helpers_hash() -> str:
     """A hash of the sources the generated modules import from or copy."""
-    from cogra.runtime.fast import channels, kernels, sliding_kernels
+    from cogra.runtime.fast import channels, kernels, mixed_kernels, mixed_ring, sliding_kernels
 
     digest = hashlib.sha256()
-    for module in (channels, kernels, sliding_kernels, sys.modules[__name__]):
+    for module in (channels, kernels, sliding_kernels, mixed_kernels, mixed_ring, codegen_ring,
+                   sys.modules[__name__]):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()[:16]
 
@@ -282,6 +297,10 @@ def generate(shape: Shape) -> str:
     w("import math")
     w("import numpy as np")
     w("from numba import njit")
+    if s.saves:
+        w("from cogra.runtime.fast.jit import NO_REFCOUNTS")
+        w("from cogra.runtime.fast.mixed_kernels import _rank_buffers, _window_ranks")
+        w("from cogra.runtime.fast.mixed_ring import _rebuild, _shift_stored")
     w("U0 = np.uint64(0)")
     w("U1 = np.uint64(1)")
     w(f"XMIN = np.int64({MIN_KEY_IDENTITY})")
@@ -535,6 +554,8 @@ def generate(shape: Shape) -> str:
     w()
     if s.loads and s.live is not None:
         codegen_ring.write_ring_loading(w, s)
+    if s.saves and s.live is not None:
+        codegen_ring.write_ring_saving(w, s)
     _sliding_functions(w, s, window_loop, transfer)
     return _prune_parameters(w.text(), ["_apply", "_compose", "_copy_rows", "_emit_row", "_copy_output",
                                         "_pane_map"])

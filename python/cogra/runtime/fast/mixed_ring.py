@@ -904,12 +904,17 @@ def _run_segments(
                     m = m_loc[p]
                     fl = pair_flags[p]
                     vs[p, d] = True
+                    # (The channel read once per channel: indexed in the lane loop, it was reloaded
+                    # per lane -- a store might alias it -- and the copy ran scalar, ~14% of q3's
+                    # representatives.)
                     for c in range(live_i[p, 0]):
+                        q = live_i[p, c + 1]
                         for ln in range(lanes):
-                            vi[p, d, c, ln] = bi[k, live_i[p, c + 1], ln]
+                            vi[p, d, c, ln] = bi[k, q, ln]
                     for c in range(live_f[p, 0]):
+                        q = live_f[p, c + 1]
                         for ln in range(lanes):
-                            vf[p, d, c, ln] = bf[k, live_f[p, c + 1], ln]
+                            vf[p, d, c, ln] = bf[k, q, ln]
                     if fl & USE_PREFIX:
                         _tree_insert(ti, tf, ts, p, 0, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, False)
                     if fl & USE_SUFFIX:
