@@ -1,15 +1,14 @@
 """Engine.key_codes: dense codes per distinct key tuple, numbered by first appearance, and
-each code's first row -- also on its fast path for one sorted integer column (as Spark
-hands a partition over), which must give the same codes as the hashing path."""
+each code's first row -- also on its fast path for one sorted integer or string column (as
+Spark hands a partition over), which must give the same codes as the hashing path."""
 
 from __future__ import annotations
 
-import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cogra.runtime.engine import _sorted_integer_codes, key_codes
+from cogra.runtime.engine import _sorted_codes, key_codes
 
 INT_TYPES = [pa.int8(), pa.int32(), pa.int64(), pa.uint64()]
 
@@ -47,14 +46,42 @@ def test_codes_number_keys_by_first_appearance(column) -> None:
     assert first.tolist() == want_first
 
 
-def test_the_fast_path_takes_sorted_integers_only() -> None:
+@st.composite
+def string_columns(draw):
+    values = draw(st.lists(st.sampled_from(["", "a", "ab", "b", "B", "é", "ab\x00"]), min_size=1, max_size=40))
+    if draw(st.booleans()):
+        values.sort(key=lambda v: v.encode())  # Arrow's (and Spark's) order: bytewise
+    chunks = draw(st.integers(1, 3))
+    cut = sorted(draw(st.lists(st.integers(0, len(values)), min_size=chunks - 1, max_size=chunks - 1)))
+    bounds = [0, *cut, len(values)]
+    typ = draw(st.sampled_from([pa.string(), pa.large_string()]))
+    return pa.chunked_array([pa.array(values[a:b], typ) for a, b in zip(bounds[:-1], bounds[1:])], typ), values
+
+
+@settings(max_examples=300, deadline=None)
+@given(column=string_columns())
+def test_string_codes_number_keys_by_first_appearance(column) -> None:
+    col, values = column
+    codes, first = key_codes(pa.table({"k": col}), ["k"])
+    want_codes, want_first = first_appearance(values)
+    assert codes.tolist() == want_codes
+    assert first.tolist() == want_first
+
+
+def test_the_fast_path_takes_sorted_integers_and_strings_only() -> None:
     # uint64 values whose difference wraps: not sorted, so not the fast path.
-    assert _sorted_integer_codes(pa.chunked_array([pa.array([2**64 - 1, 0], pa.uint64())])) is None
-    assert _sorted_integer_codes(pa.chunked_array([pa.array([3, 1])])) is None
-    assert _sorted_integer_codes(pa.chunked_array([pa.array([1, None, 2])])) is None
-    assert _sorted_integer_codes(pa.chunked_array([pa.array(["a", "b"])])) is None
-    codes, first = _sorted_integer_codes(pa.chunked_array([pa.array([-5, -5, 0, 7, 7, 7])]))
+    assert _sorted_codes(pa.chunked_array([pa.array([2**64 - 1, 0], pa.uint64())])) is None
+    assert _sorted_codes(pa.chunked_array([pa.array([3, 1])])) is None
+    assert _sorted_codes(pa.chunked_array([pa.array([1, None, 2])])) is None
+    assert _sorted_codes(pa.chunked_array([pa.array(["b", "a"])])) is None
+    assert _sorted_codes(pa.chunked_array([pa.array(["a", None])])) is None
+    assert _sorted_codes(pa.chunked_array([pa.array([1.0, 2.0])])) is None
+    codes, first = _sorted_codes(pa.chunked_array([pa.array([-5, -5, 0, 7, 7, 7])]))
     assert codes.tolist() == [0, 0, 1, 2, 2, 2] and first.tolist() == [0, 2, 3]
+    codes, first = _sorted_codes(pa.chunked_array([pa.array(["Energy", "Energy", "Tech"])]))
+    assert codes.tolist() == [0, 0, 1] and first.tolist() == [0, 2]
     # Several chunks, as Arrow batches arrive.
-    codes, first = _sorted_integer_codes(pa.chunked_array([pa.array([1, 1]), pa.array([1, 4])]))
+    codes, first = _sorted_codes(pa.chunked_array([pa.array([1, 1]), pa.array([1, 4])]))
     assert codes.tolist() == [0, 0, 0, 1] and first.tolist() == [0, 3]
+    codes, first = _sorted_codes(pa.chunked_array([pa.array(["x", "y"]), pa.array(["y", "z"])]))
+    assert codes.tolist() == [0, 1, 1, 2] and first.tolist() == [0, 1, 3]

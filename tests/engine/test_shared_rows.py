@@ -287,6 +287,39 @@ def test_ring_shares_nothing_past_its_budgets(monkeypatch) -> None:
     assert seen["ring"] == 0 and seen["saving_generic"] + seen["saving_generated"] == 1
 
 
+def test_ring_budget_is_the_representatives_trees(monkeypatch) -> None:
+    # Sharing, only the representatives keep Fenwick trees: their span decides whether the
+    # ring fits RING_MAX_BYTES (the sub-streams' spans are larger -- (a, b) holds a's A
+    # events and b's B events -- and are never computed then).
+    from cogra.runtime.fast import sliding
+
+    table = stock(1500, rate=2.0)
+    spans = []
+    real_bytes = mixed_ring.tree_bytes
+    monkeypatch.setattr(mixed_ring, "tree_bytes", lambda *a: spans.append(a[-1]) or real_bytes(*a))
+    with forced(), watched() as seen:
+        want = evaluate(Q3, table)
+    assert seen["ring"] == 1 and len(spans) == 1
+    rep_span = spans.pop()
+    with forced():
+        assert_same_result(want, evaluate(Q3, table, share=False))
+    assert len(spans) == 1 and spans[0] > rep_span  # the sub-streams' own span, computed unshared
+
+    budget = real_bytes(1, 1, 60, rep_span)  # q3: one pair, A's float count, 60 panes
+    monkeypatch.setattr(sliding, "RING_MAX_BYTES", budget)
+    with forced(), watched() as seen:
+        assert evaluate(Q3, table).equals(want)
+    assert seen["ring"] == 1
+    monkeypatch.setattr(sliding, "RING_MAX_BYTES", budget - 1)
+    grouped = []
+    real_grouped = sliding.mixed_sliding.run_mixed_sliding
+    monkeypatch.setattr(sliding.mixed_sliding, "run_mixed_sliding",
+                        lambda *a: grouped.append(1) or real_grouped(*a))
+    with forced(), watched() as seen:
+        assert_same_result(evaluate(Q3, table), want)
+    assert seen["ring"] == 0 and seen["saving_generated"] + seen["saving_generic"] == 0 and grouped
+
+
 def test_groups_follow_key_codes_not_values() -> None:
     # 0.0 and -0.0 compare equal but are two plain keys (two sub-streams each): a group by
     # values would hand one's representative totals to the other's sub-streams.

@@ -238,7 +238,8 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
     ``run(rows, plays, seg_ptr, windows, lo, hi, share)`` is the ring kernel's run over the
     positions ``rows`` (segments ``seg_ptr``) for the caller's windows ``windows``
     (indices), with ranges ``[lo, hi)`` over those positions and a :class:`RingShare`; it
-    returns ``(KernelOut, windows to redo)``.
+    returns ``(KernelOut, windows to redo)`` -- every window to redo, for the representatives,
+    where their trees would not fit in memory.
     """
     g = groups(fast, engine, subs)
     if g is None:
@@ -256,7 +257,7 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
     _, redo = run(subs.rows[g.rep_pos], np.full(len(g.rep_pos), g.bit, np.uint64), g.before_rep[subs.seg_ptr],
                   rep_wins, rep_lo[rep_wins], rep_hi[rep_wins], share)
     if redo.any():
-        return None  # a representative's counts passed 2**600: its totals stop there
+        return None  # a representative's counts passed 2**600 (its totals stop there) or its trees do not fit
 
     rows = subs.rows[g.pos]
     seg_ptr = g.before[subs.seg_ptr]

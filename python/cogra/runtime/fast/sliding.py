@@ -159,15 +159,27 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
     panes = size // slide
     n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
-    ring_span = _max_live_span(engine.time_np[subs.rows] // slide, subs.seg_ptr, panes) if RING else 0
-    if RING and mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, ring_span) <= RING_MAX_BYTES:
+
+    def fits(span: int) -> bool:
+        return mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, span) <= RING_MAX_BYTES
+
+    if RING:
         def ring(rows, plays, seg_ptr, windows, w_lo, w_hi, share):
+            span = None
+            if share.mode == SHARE_SAVE:
+                # Only the representatives keep trees: their own span must fit (it is at most
+                # their sub-streams'; the loading runs keep none, so theirs is never needed).
+                span = _max_live_span(engine.time_np[rows] // slide, seg_ptr, panes)
+                if not fits(span):
+                    return None, np.ones(max(1, len(windows)), np.bool_)  # nothing is shared
             return _run_ring(fast, engine, rows, plays, seg_ptr, seg[windows], k[windows], w_lo, w_hi,
-                             slide, panes, share)
+                             slide, panes, share, span=span)
 
         out = shared_rows.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
         if out is not None:
             return out
+    ring_span = _max_live_span(engine.time_np[subs.rows] // slide, subs.seg_ptr, panes) if RING else 0
+    if RING and fits(ring_span):
         out, redo = _run_ring(fast, engine, subs.rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
                               shared_rows.RingShare.none(), span=ring_span)
     else:
