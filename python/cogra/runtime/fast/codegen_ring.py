@@ -55,18 +55,7 @@ def write_ring_loading(w: Any, s: Any) -> None:
     loaded = [f"s{lv}_i{k}" for k in li[lv]] + [f"s{lv}_f{k}" for k in lf[lv]]
 
     def clear_panes(first: str, last: str) -> None:
-        """Empty the computed states' slots of panes ``first..last`` (all if that is
-        ``lanes`` or more), as mixed_ring._clear_slots."""
-        w(f"n_clear = ({last}) - ({first}) + 1")
-        w("if n_clear >= lanes:")
-        with w.block():
-            _empty(w, states, ":")
-        w("else:")
-        with w.block():
-            w(f"for q in range({first}, ({first}) + n_clear):")
-            with w.block():
-                w("ln = q % lanes")
-                _empty(w, states, "ln")
+        _clear_panes(w, first, last, lambda at: _empty(w, states, at))
 
     w("@njit(cache=True, fastmath=False)")
     w("def ring_loading(times, plays, pair_ok, a_int, a_flt, a_valid, rows, win_seg, win_k, win_lo, win_hi,")
@@ -80,16 +69,7 @@ def write_ring_loading(w: Any, s: Any) -> None:
         w("w = 0")
         w("while w < n_win:")
         with w.block():
-            w("seg = win_seg[w]")
-            w("w2 = w + 1")
-            w("while w2 < n_win and win_seg[w2] == seg:")
-            with w.block():
-                w("w2 += 1")
-            w("lo = win_lo[w]")
-            w("hi = lo")
-            w("for q in range(w, w2):")
-            with w.block():
-                w("hi = max(hi, win_hi[q])")
+            _open_segment(w)
             _empty(w, states, ":")
             w("cur = times[lo] // slide if lo < hi else 0  # the ring holds panes cur - lanes + 1 .. cur")
             w("failed = False")
@@ -106,23 +86,48 @@ def write_ring_loading(w: Any, s: Any) -> None:
                 with w.block():
                     clear_panes("cur + 1 - lanes", "pane - lanes")
                     w("cur = pane")
-                w("j = i + 1")
-                w("while j < hi and times[j] == times[i]:")
-                with w.block():
-                    w("j += 1")
+                _batch_end(w)
                 _load(w, lv, li[lv], lf[lv], loaded)
                 _batch(w, s, lv, computed, li, lf)
                 w("if failed:")
                 with w.block():
                     w("break")
                 w("i = j")
-            w("if failed:")
-            with w.block():
-                w("for q in range(emit, w2):")
-                with w.block():
-                    w("redo[q] = True")
-            w("w = w2")
+            _close_segment(w)
     w()
+
+
+def _open_segment(w: Any) -> None:
+    """The next segment: its windows ``w..w2-1`` (grouped by ``win_seg``), its positions
+    ``lo..hi-1``."""
+    w("seg = win_seg[w]")
+    w("w2 = w + 1")
+    w("while w2 < n_win and win_seg[w2] == seg:")
+    with w.block():
+        w("w2 += 1")
+    w("lo = win_lo[w]")
+    w("hi = lo")
+    w("for q in range(w, w2):")
+    with w.block():
+        w("hi = max(hi, win_hi[q])")
+
+
+def _batch_end(w: Any) -> None:
+    """``j``: the end of the batch from ``i`` (its events share one time)."""
+    w("j = i + 1")
+    w("while j < hi and times[j] == times[i]:")
+    with w.block():
+        w("j += 1")
+
+
+def _close_segment(w: Any) -> None:
+    """A failed segment's windows not yet read go to the caller (``redo``); on to the next."""
+    w("if failed:")
+    with w.block():
+        w("for q in range(emit, w2):")
+        with w.block():
+            w("redo[q] = True")
+    w("w = w2")
 
 
 def _empty(w: Any, names: list, at: str) -> None:
@@ -132,9 +137,10 @@ def _empty(w: Any, names: list, at: str) -> None:
         w(f"{name}[{at}] = {'U0' if '_i' in name else '0.0'}")
 
 
-def _emit_windows(w: Any, s: Any, li: dict, lf: dict, clear_panes: Any) -> None:
-    """Read the windows that end before ``pane``, each with the ring at its last pane: the
-    final variables' lanes summed, variable by variable (as the generic kernel does)."""
+def _windows_before_pane(w: Any, clear_panes: Any, read: Any) -> None:
+    """For each window that ends before ``pane``: the ring moved to its last pane
+    (``clear_panes(first, last)`` empties the slots reused), then ``read()`` writes what
+    is done with it."""
     w("while emit < w2 and win_k[emit] + lanes <= pane:")
     with w.block():
         w("last = win_k[emit] + lanes - 1")
@@ -145,20 +151,31 @@ def _emit_windows(w: Any, s: Any, li: dict, lf: dict, clear_panes: Any) -> None:
             w("continue")
         clear_panes("cur + 1 - lanes", "last - lanes")
         w("cur = last")
-        for kind, width, live in (("i", s.n_i, li), ("f", s.n_f, lf)):
-            zero = "U0" if kind == "i" else "0.0"
-            for k in range(width):
-                w(f"out_{kind}[emit, {k}] = {zero}")
-                for v in s.final:
-                    if k in live[v]:
-                        w(f"tot_{kind} = {zero}")
-                        w("for ln in range(lanes):")
-                        with w.block():
-                            w(f"tot_{kind} += s{v}_{kind}{k}[ln]")
-                        w(f"out_{kind}[emit, {k}] += tot_{kind}")
-        w("out_r[emit] = out_f[emit, 0] > 0.0")
-        w("out_e[emit] = 0")
+        read()
         w("emit += 1")
+
+
+def _emit_windows(w: Any, s: Any, li: dict, lf: dict, clear_panes: Any) -> None:
+    """Read the windows that end before ``pane``, each with the ring at its last pane: the
+    final variables' lanes summed, variable by variable (as the generic kernel does)."""
+    _windows_before_pane(w, clear_panes, lambda: _read_window(w, s, li, lf))
+
+
+def _read_window(w: Any, s: Any, li: dict, lf: dict) -> None:
+    """Window ``emit``'s channels: the final variables' lanes summed."""
+    for kind, width, live in (("i", s.n_i, li), ("f", s.n_f, lf)):
+        zero = "U0" if kind == "i" else "0.0"
+        for k in range(width):
+            w(f"out_{kind}[emit, {k}] = {zero}")
+            for v in s.final:
+                if k in live[v]:
+                    w(f"tot_{kind} = {zero}")
+                    w("for ln in range(lanes):")
+                    with w.block():
+                        w(f"tot_{kind} += s{v}_{kind}{k}[ln]")
+                    w(f"out_{kind}[emit, {k}] += tot_{kind}")
+    w("out_r[emit] = out_f[emit, 0] > 0.0")
+    w("out_e[emit] = 0")
 
 
 def _load(w: Any, lv: int, li: tuple, lf: tuple, loaded: list) -> None:
@@ -383,16 +400,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
         w("w = 0")
         w("while w < n_win:")
         with w.block():
-            w("seg = win_seg[w]")
-            w("w2 = w + 1")
-            w("while w2 < n_win and win_seg[w2] == seg:")
-            with w.block():
-                w("w2 += 1")
-            w("lo = win_lo[w]")
-            w("hi = lo")
-            w("for q in range(w, w2):")
-            with w.block():
-                w("hi = max(hi, win_hi[q])")
+            _open_segment(w)
             _empty_totals(w, live_i, live_f, ":")
             w("for d in range(block):")
             with w.block():
@@ -409,17 +417,8 @@ def write_ring_saving(w: Any, s: Any) -> None:
             with w.block():
                 w("pane = times[i] // slide if i < hi else win_k[w2 - 1] + lanes")
                 w("# Windows that end before this pane: the ring moves to their last pane (none is read).")
-                w("while emit < w2 and win_k[emit] + lanes <= pane:")
-                with w.block():
-                    w("last = win_k[emit] + lanes - 1")
-                    w("if last < cur:  # the ring is past this window (cannot happen for windows in walk order)")
-                    with w.block():
-                        w("redo[emit] = True")
-                        w("emit += 1")
-                        w("continue")
-                    _clear_total_panes(w, live_i, live_f, "cur + 1 - lanes", "last - lanes")
-                    w("cur = last")
-                    w("emit += 1")
+                _windows_before_pane(w, lambda first, last: _clear_total_panes(w, live_i, live_f, first, last),
+                                     lambda: None)
                 w("if i >= hi or emit >= w2:")
                 with w.block():
                     w("break")
@@ -430,10 +429,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
                 w("while times[live_lo] // slide <= cur - lanes:")
                 with w.block():
                     w("live_lo += 1")
-                w("j = i + 1")
-                w("while j < hi and times[j] == times[i]:")
-                with w.block():
-                    w("j += 1")
+                _batch_end(w)
                 w("if j > bhi:")
                 with w.block():
                     w("# The events leave the rank block: a new one from the oldest live pane.")
@@ -470,18 +466,19 @@ def write_ring_saving(w: Any, s: Any) -> None:
                 w("# The batch's totals, read at its last position.")
                 for kind, live, cache in (("i", live_i, "ci"), ("f", live_f, "cf")):
                     for q, k in enumerate(live):
-                        w("for ln in range(lanes):")
-                        with w.block():
-                            w(f"{cache}[j - 1, {q}, ln] = tot_{kind}[{k}, ln]")
+                        _over_lanes(w, f"{cache}[j - 1, {q}, ln] = tot_{kind}[{k}, ln]")
                 w("cpane[j - 1] = cur")
                 w("i = j")
-            w("if failed:")
-            with w.block():
-                w("for q in range(emit, w2):")
-                with w.block():
-                    w("redo[q] = True")
-            w("w = w2")
+            _close_segment(w)
     w()
+
+
+def _over_lanes(w: Any, *lines: str) -> None:
+    """``lines`` in a loop over the lanes (``ln``)."""
+    w("for ln in range(lanes):")
+    with w.block():
+        for line in lines:
+            w(line)
 
 
 def _rank(w: Any, n_live: str, cur: str) -> None:
@@ -499,18 +496,22 @@ def _empty_totals(w: Any, live_i: tuple, live_f: tuple, at: str) -> None:
 
 
 def _clear_total_panes(w: Any, live_i: tuple, live_f: tuple, first: str, last: str) -> None:
-    """Empty the totals' slots of panes ``first..last`` (all if that is ``lanes`` or more),
-    as mixed_ring._clear_slots."""
+    _clear_panes(w, first, last, lambda at: _empty_totals(w, live_i, live_f, at))
+
+
+def _clear_panes(w: Any, first: str, last: str, empty: Any) -> None:
+    """Empty the ring slots of panes ``first..last`` (all if that is ``lanes`` or more), as
+    mixed_ring._clear_slots; ``empty(at)`` writes the emptying of element(s) ``at``."""
     w(f"n_clear = ({last}) - ({first}) + 1")
     w("if n_clear >= lanes:")
     with w.block():
-        _empty_totals(w, live_i, live_f, ":")
+        empty(":")
     w("else:")
     with w.block():
         w(f"for q in range({first}, ({first}) + n_clear):")
         with w.block():
             w("ln = q % lanes")
-            _empty_totals(w, live_i, live_f, "ln")
+            empty("ln")
 
 
 def _catch_up(w: Any, t: int, tree_i: tuple, tree_f: tuple) -> None:
@@ -546,18 +547,26 @@ def _catch_up(w: Any, t: int, tree_i: tuple, tree_f: tuple) -> None:
                 clear("first + lanes", "lanes")
 
 
+def _tree_walk(w: Any, t: int, tree_i: tuple, tree_f: tuple, step: str, line: Any) -> None:
+    """The body of a walk over tree ``t``'s nodes from ``a``: the node caught up, then
+    ``line(kind, c, k)`` over the lanes for each tree channel ``c`` (batch channel ``k``),
+    then the ``step`` to the next node -- or none on the equality tree (node ``a`` alone)."""
+    with w.block():
+        _catch_up(w, t, tree_i, tree_f)
+        for kind, tree in (("i", tree_i), ("f", tree_f)):
+            for c, k in enumerate(tree):
+                _over_lanes(w, line(kind, c, k))
+        w("break" if t == 2 else step)
+
+
 def _row(w: Any, s: Any, v: int, live_i: tuple, live_f: tuple, tree_i: tuple, tree_f: tuple,
          trees: list) -> None:
     """Batch row ``nb`` of event ``e``: a start in the current pane's lane, plus the pair's
     tree queries if its check passes, plus V's contributions (the generic kernel's order)."""
     for k in live_i:
-        w("for ln in range(lanes):")
-        with w.block():
-            w(f"bi[nb, {k}, ln] = U0")
+        _over_lanes(w, f"bi[nb, {k}, ln] = U0")
     for k in live_f:
-        w("for ln in range(lanes):")
-        with w.block():
-            w(f"bf[nb, {k}, ln] = 0.0")
+        _over_lanes(w, f"bf[nb, {k}, ln] = 0.0")
     if 0 in live_i:
         w("bi[nb, 0, slot] = U1")
     w("bf[nb, 0, slot] = 1.0")
@@ -572,14 +581,8 @@ def _row(w: Any, s: Any, v: int, live_i: tuple, live_f: tuple, tree_i: tuple, tr
             else:
                 w("a = leq[0, d] + 1 if leq[0, d] >= 0 else 0")
             w("while a > 0:")
-            with w.block():
-                _catch_up(w, t, tree_i, tree_f)
-                for kind, tree in (("i", tree_i), ("f", tree_f)):
-                    for c, k in enumerate(tree):
-                        w("for ln in range(lanes):")
-                        with w.block():
-                            w(f"b{kind}[nb, {k}, ln] += t{kind}[0, {t}, a, {c}, ln]")
-                w("break" if t == 2 else "a -= a & (-a)")
+            _tree_walk(w, t, tree_i, tree_f, "a -= a & (-a)",
+                       lambda kind, c, k: f"b{kind}[nb, {k}, ln] += t{kind}[0, {t}, a, {c}, ln]")
     ops = [op for op in s.ops if op[0] == v]
     if ops:
         w("r = rows[e]")
@@ -590,9 +593,7 @@ def _row(w: Any, s: Any, v: int, live_i: tuple, live_f: tuple, tree_i: tuple, tr
 def _contribution(w: Any, op: int, a: int, s1: int, s2: int, s3: int) -> None:
     """One operation's contribution to row ``nb`` over every lane (mixed_ring._contribute_ring)."""
     def lanes_loop(line: str) -> None:
-        w("for ln in range(lanes):")
-        with w.block():
-            w(line)
+        _over_lanes(w, line)
 
     if op == OP_CNT or op == OP_NN:
         if op == OP_NN:
@@ -640,15 +641,10 @@ def _commit(w: Any, live_i: tuple, live_f: tuple, tree_i: tuple, tree_f: tuple, 
     if the event has the pair's value, its stored vector and the tree inserts."""
     w("e = bev[k]")
     for q in live_i:
-        w("for ln in range(lanes):")
-        with w.block():
-            w(f"tot_i[{q}, ln] += bi[k, {q}, ln]")
+        _over_lanes(w, f"tot_i[{q}, ln] += bi[k, {q}, ln]")
     for q in live_f:
-        w("for ln in range(lanes):")
-        with w.block():
-            w(f"x = tot_f[{q}, ln] + bf[k, {q}, ln]")
-            w(f"tot_f[{q}, ln] = x")
-            w("over |= (x > rescale_above) | (x < -rescale_above)")
+        _over_lanes(w, f"x = tot_f[{q}, ln] + bf[k, {q}, ln]", f"tot_f[{q}, ln] = x",
+                    "over |= (x > rescale_above) | (x < -rescale_above)")
     w("if not h_valid[0, rows[e]]:")
     with w.block():
         w("continue")
@@ -657,17 +653,9 @@ def _commit(w: Any, live_i: tuple, live_f: tuple, tree_i: tuple, tree_f: tuple, 
     w("vs[0, d] = True")
     for kind, tree in (("i", tree_i), ("f", tree_f)):
         for c, q in enumerate(tree):
-            w("for ln in range(lanes):")
-            with w.block():
-                w(f"v{kind}[0, d, {c}, ln] = b{kind}[k, {q}, ln]")
+            _over_lanes(w, f"v{kind}[0, d, {c}, ln] = b{kind}[k, {q}, ln]")
     for t in trees:
         w("a = m - r" if t == 1 else "a = r + 1")
         w("while a <= m:")
-        with w.block():
-            _catch_up(w, t, tree_i, tree_f)
-            for kind, tree in (("i", tree_i), ("f", tree_f)):
-                for c, q in enumerate(tree):
-                    w("for ln in range(lanes):")
-                    with w.block():
-                        w(f"t{kind}[0, {t}, a, {c}, ln] += b{kind}[k, {q}, ln]")
-            w("break" if t == 2 else "a += a & (-a)")
+        _tree_walk(w, t, tree_i, tree_f, "a += a & (-a)",
+                   lambda kind, c, q: f"t{kind}[0, {t}, a, {c}, ln] += b{kind}[k, {q}, ln]")
