@@ -904,9 +904,8 @@ def _run_segments(
                     m = m_loc[p]
                     fl = pair_flags[p]
                     vs[p, d] = True
-                    # (The channel read once per channel: indexed in the lane loop, it was reloaded
-                    # per lane -- a store might alias it -- and the copy ran scalar, ~14% of q3's
-                    # representatives.)
+                    # (The channel read once per channel: indexed in the lane loop it is reloaded
+                    # per lane, as a store might alias it, and the copy does not vectorise.)
                     for c in range(live_i[p, 0]):
                         q = live_i[p, c + 1]
                         for ln in range(lanes):
