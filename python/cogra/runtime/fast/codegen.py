@@ -42,14 +42,12 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS
+from cogra.runtime.fast.jit import NO_REFCOUNTS_SOURCE as _NO_REFCOUNTS
 
 POW2_TABLE = 1100
 """Powers ``2**-n``, ``n < POW2_TABLE``, tabled in the generated sliding functions (below
 2**-1074 every double is zero)."""
 
-_NO_REFCOUNTS = "".join(f", {k}={v!r}" for k, v in NO_REFCOUNTS.items())
-"""``jit.NO_REFCOUNTS`` as extra ``njit`` arguments in generated source."""
 
 _LOADED: dict[str, object] = {}
 
@@ -298,7 +296,6 @@ def generate(shape: Shape) -> str:
     w("import numpy as np")
     w("from numba import njit")
     if s.saves:
-        w("from cogra.runtime.fast.jit import NO_REFCOUNTS")
         w("from cogra.runtime.fast.mixed_kernels import _rank_buffers, _window_ranks")
         w("from cogra.runtime.fast.mixed_ring import _rebuild, _shift_stored")
     w("U0 = np.uint64(0)")

@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.fast.jit import NO_REFCOUNTS_SOURCE
 from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 
@@ -367,7 +368,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
     assert s.mode == 0 and s.live is not None and s.preds[v] == (v,) and v in s.start
     live_i, live_f = s.live[0][v], s.live[1][v]
     trees = [t for t, bit in enumerate((USE_PREFIX, USE_SUFFIX, USE_EQUAL)) if flags & bit]
-    nti, ntf = max(1, len(tree_i)), max(1, len(tree_f))
+    nti, ntf = len(tree_i), len(tree_f)  # (no tree channel of a kind: nothing to allocate, or zero)
     args = ("times, plays, pair_ok, a_int, a_flt, a_valid, rows, pair_flags, live_i, live_f, h_rank, h_valid, "
             "q_a, q_b, q_eq, g_valid, win_seg, win_k, win_lo, win_hi, slide, lanes")
     scratch = ("rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count, ti, tf, ts, vi, vf, vs, "
@@ -390,7 +391,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
         w(f"tot_f = np.zeros(({max(1, s.n_f)}, lanes), np.float64)")
         w(f"ring_saving_loop({args}, redo, ci, cf, cpane, {scratch})")
     w()
-    w("@njit(cache=True, fastmath=False, **NO_REFCOUNTS)")
+    w(f"@njit(cache=True, fastmath=False{NO_REFCOUNTS_SOURCE})")
     w(f"def ring_saving_loop({args}, redo, ci, cf, cpane, {scratch}):")
     with w.block():
         w(f"rescale_above = {float(2.0**600)!r}")

@@ -303,14 +303,12 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
                      share: Any, span: int | None) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` over the representatives (saving the shared variable's totals), with
     the run generated for the query's shape (:mod:`codegen_ring`; q3's 87 -> 66 ms), or None
-    where it does not apply (its events must play the shared variable alone, a start
-    variable that follows only itself through the one indexed pair) or is not worth compiling
+    where it does not apply (the shared variable, which the representatives' events play
+    alone, must start trends) or is not worth compiling
     (as :func:`_run_ring_loading`).  Its windows' channels are zeros, as the generic kernel's
     for a representative: they are never read."""
-    a = fast.engine.bound.automaton
-    v = share.var
-    if (len(fast.pair_flags) != 1 or tuple(sorted(a.pred[v])) != (v,) or v not in a.start
-            or np.any(plays != np.uint64(1) << np.uint64(v))):
+    v = share.var  # (shared_rows.shared_variable: v's one pair is with itself, its only predecessor)
+    if v not in fast.engine.bound.automaton.start:
         return None
     found = _generated(fast, v, "ring_saving", len(rows))
     if found is None:
