@@ -1,12 +1,15 @@
-"""Engine.key_codes: dense codes per distinct key tuple, numbered by first appearance, and
-each code's first row -- also on its fast path for one sorted integer or string column (as
-Spark hands a partition over), which must give the same codes as the hashing path."""
+"""Engine.key_codes: dense codes per distinct key tuple, numbered by first appearance (NULL,
+a value of its own, first), and each code's first row -- also on its paths for one column
+(runs of a sorted integer or string column, as Spark hands a partition over; a dictionary
+encoding otherwise), which must give the codes of the general path."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import numpy as np
 
 from cogra.runtime.engine import _sorted_codes, key_codes
 
@@ -17,6 +20,9 @@ def first_appearance(values: list) -> tuple[list[int], list[int]]:
     code: dict = {}
     first: list[int] = []
     out = []
+    if None in values:  # NULL is code 0
+        code[None] = 0
+        first.append(values.index(None))
     for i, v in enumerate(values):
         if v not in code:
             code[v] = len(code)
@@ -33,6 +39,8 @@ def int_columns(draw):
     values = draw(st.lists(st.one_of(st.integers(lo, hi), edges), min_size=1, max_size=40))
     if draw(st.booleans()):
         values.sort()
+    elif draw(st.booleans()):
+        values = [None if draw(st.booleans()) else v for v in values]
     return pa.chunked_array([pa.array(values, typ)]), values
 
 
@@ -41,6 +49,8 @@ def string_columns(draw):
     values = draw(st.lists(st.sampled_from(["", "a", "ab", "b", "B", "é", "ab\x00"]), min_size=1, max_size=40))
     if draw(st.booleans()):
         values.sort(key=lambda v: v.encode())  # Arrow's (and Spark's) order: bytewise
+    elif draw(st.booleans()):
+        values = [None if draw(st.booleans()) else v for v in values]
     chunks = draw(st.integers(1, 3))
     cut = sorted(draw(st.lists(st.integers(0, len(values)), min_size=chunks - 1, max_size=chunks - 1)))
     bounds = [0, *cut, len(values)]
@@ -56,6 +66,9 @@ def test_codes_number_keys_by_first_appearance(column) -> None:
     want_codes, want_first = first_appearance(values)
     assert codes.tolist() == want_codes
     assert first.tolist() == want_first
+    # The general path (several columns; a constant second one leaves the codes alone).
+    general = key_codes(pa.table({"k": col, "one": pa.array(np.ones(len(values), np.int8))}), ["k", "one"])
+    assert codes.tolist() == general[0].tolist() and first.tolist() == general[1].tolist()
 
 
 def test_the_fast_path_takes_sorted_integers_and_strings_only() -> None:

@@ -11,10 +11,13 @@ engine's work plus the batching around it (``cogra.spark.udtf``).
 Queries: the report's q1-q3 (sliding windows, as in ``sql/``) and the same queries with
 tumbling windows (one window per event instead of 20-60, so the engine's share is smaller
 and the integration's overhead shows). Each runs on ``local[1]`` and ``local[2]``; the
-speed-up is the ratio of their MATCH_TREND rates. Every measurement is the median of
-``--repeat`` runs after a warm-up run (Python workers started, kernels compiled)::
+speed-up is the ratio of their MATCH_TREND rates. After a warm-up run of each (Python
+workers started, kernels compiled) come ``--repeat`` rounds, each a MATCH_TREND run and then
+a pass-through run: rates are the medians of the runs, the ratio is the median of the
+rounds' own ratios (printed with their quartiles)::
 
-    python -m cogra.spark.throughput                       # defaults below, ~10 minutes
+    python -m cogra.spark.throughput                       # defaults below, ~15 minutes
+    python -m cogra.spark.throughput --queries q3 --masters 'local[1]' --repeat 20
     python -m cogra.spark.throughput --queries q1 q3-tumbling --events 4000000 --repeat 5
 
 For scale, ``engine rows/s`` is :func:`cogra.evaluate` on the same table in this process
@@ -75,9 +78,18 @@ class Measurement:
     workload: str
     rows: int
     result_rows: int
-    match_trend_s: float
-    passthrough_s: float
+    match_trend_times: tuple[float, ...]
+    """Seconds per timed MATCH_TREND run; run ``i`` was followed by pass-through run ``i``."""
+    passthrough_times: tuple[float, ...]
     engine_s: float
+
+    @property
+    def match_trend_s(self) -> float:
+        return statistics.median(self.match_trend_times)
+
+    @property
+    def passthrough_s(self) -> float:
+        return statistics.median(self.passthrough_times)
 
     @property
     def engine_rate(self) -> float:
@@ -92,8 +104,27 @@ class Measurement:
         return self.rows / self.passthrough_s
 
     @property
+    def pair_ratios(self) -> list[float]:
+        """Per round, MATCH_TREND's rows/s over the pass-through's run right after it."""
+        return [p / m for m, p in zip(self.match_trend_times, self.passthrough_times)]
+
+    @property
     def ratio(self) -> float:
-        return self.match_trend_rate / self.passthrough_rate
+        """The median of the rounds' ratios.  A round's two runs share the machine's state
+        of the moment, which moves both alike (the pass-through alone varied by up to 50%
+        between sessions): with five rounds, the ratio of the two medians ranged 0.76-0.87
+        over repeated q3 runs, the median of the rounds' ratios over twenty rounds
+        0.82-0.85."""
+        return statistics.median(self.pair_ratios)
+
+    @property
+    def ratio_spread(self) -> tuple[float, float]:
+        """The rounds' ratios' lower and upper quartiles (both the ratio with one round)."""
+        r = self.pair_ratios
+        if len(r) < 2:
+            return r[0], r[0]
+        q = statistics.quantiles(r, n=4, method="inclusive")
+        return q[0], q[2]
 
 
 def write_data(workload: Workload, events: int, root: Path) -> Path:
@@ -188,8 +219,7 @@ def measure(spark: "SparkSession", master: str, workload: Workload, path: Path,
             started = time.perf_counter()
             action()
             times.append(time.perf_counter() - started)
-    return Measurement(master, workload.name, rows, result_rows, statistics.median(mt_times),
-                       statistics.median(pt_times), engine_s)
+    return Measurement(master, workload.name, rows, result_rows, tuple(mt_times), tuple(pt_times), engine_s)
 
 
 def start(master: str, partitions: int, coalesce: bool, driver_memory: str) -> "SparkSession":
@@ -208,11 +238,12 @@ def start(master: str, partitions: int, coalesce: bool, driver_memory: str) -> "
 def report(results: Sequence[Measurement], out=sys.stdout) -> None:
     print(f"\n{'master':9s} {'query':12s} {'input rows':>11s} {'result rows':>11s} "
           f"{'engine rows/s':>14s} {'MATCH_TREND rows/s':>19s} {'pass-through rows/s':>20s} "
-          f"{'ratio':>6s}", file=out)
+          f"{'ratio':>6s} {'quartiles':>11s}", file=out)
     for m in results:
+        lo, hi = m.ratio_spread
         print(f"{m.master:9s} {m.workload:12s} {m.rows:>11,} {m.result_rows:>11,} "
               f"{m.engine_rate:>14,.0f} {m.match_trend_rate:>19,.0f} {m.passthrough_rate:>20,.0f} "
-              f"{m.ratio:>6.3f}", file=out)
+              f"{m.ratio:>6.3f} {lo:5.3f}-{hi:5.3f}", file=out)
     by = {(m.master, m.workload): m for m in results}
     masters = list(dict.fromkeys(m.master for m in results))
     if len(masters) >= 2:
@@ -233,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=None,
                         help="input rows for every query (default: per query, see workloads())")
     parser.add_argument("--masters", nargs="+", default=["local[1]", "local[2]"])
-    parser.add_argument("--repeat", type=int, default=3, help="timed runs per measurement")
+    parser.add_argument("--repeat", type=int, default=5,
+                        help="timed rounds (a MATCH_TREND run, then a pass-through run) per measurement")
     parser.add_argument("--partitions", type=int, default=8, help="spark.sql.shuffle.partitions")
     parser.add_argument("--aqe-coalesce", action="store_true", help="let AQE coalesce partitions")
     parser.add_argument("--driver-memory", default="4g")
@@ -258,9 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for name in ns.queries:
                     m = measure(spark, master, known[name], paths[name], ns.repeat, engine[name])
                     results.append(m)
+                    lo, hi = m.ratio_spread
                     print(f"{master} {name}: MATCH_TREND {m.match_trend_rate:,.0f} rows/s, "
-                          f"pass-through {m.passthrough_rate:,.0f} rows/s, ratio {m.ratio:.3f}",
-                          flush=True)
+                          f"pass-through {m.passthrough_rate:,.0f} rows/s, ratio {m.ratio:.3f} "
+                          f"(rounds' quartiles {lo:.3f}-{hi:.3f})", flush=True)
             finally:
                 spark.stop()
     report(results)

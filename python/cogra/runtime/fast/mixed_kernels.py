@@ -221,34 +221,15 @@ def _radix_sort_into(keys, tags, n, count, tmp_k, tmp_t):
 
 
 def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(values, return_inverse=True)`` for float64 without NaN, by a radix sort
-    of order-preserving integer keys: 2M stock prices in 0.19 s instead of 0.38 s (ranking
-    them is the largest part of q3's set-up)."""
-    x = np.asarray(values, np.float64) + 0.0  # -0.0 -> 0.0 (they are equal)
-    if len(x) == 0 or np.isnan(x).any():
-        return np.unique(x, return_inverse=True)
-    bits = x.view(np.int64)
-    # Non-negative doubles order as their bit patterns; negative ones reversed.
-    keys = np.where(bits >= 0, bits, -1 - (bits & np.int64(0x7FFFFFFFFFFFFFFF)))
-    lo, hi = int(keys.min()), int(keys.max())
-    if hi - lo >= 2**63:
-        return np.unique(x, return_inverse=True)
-    return _dense_ranks(x, keys - np.int64(lo))
+    """``(distinct values ascending, each value's index among them)``: the predicate's
+    global ranks, with -0.0 and 0.0 one value (they compare equal).
 
-
-@njit(cache=True)
-def _dense_ranks(x, keys):
-    n = keys.shape[0]
-    sorted_keys, order = _radix_sort(keys.copy(), np.arange(n), n)
-    inverse = np.empty(n, np.int64)
-    vals = np.empty(n, np.float64)
-    m = 0
-    for t in range(n):
-        if t == 0 or sorted_keys[t] != sorted_keys[t - 1]:
-            vals[m] = x[order[t]]
-            m += 1
-        inverse[order[t]] = m - 1
-    return vals[:m].copy(), inverse
+    ``np.unique`` itself: a radix sort of order-preserving integer keys beat it under
+    numpy 1.x (2M stock prices 0.19 s against 0.38 s), but numpy 2.4's sort is the faster
+    at every size measured here -- 21k prices (a q3 sector) 0.42 ms against 0.54, 200k
+    5.5 ms against 6.2, 2M 106 ms against 131."""
+    vals, inverse = np.unique(np.asarray(values, np.float64) + 0.0, return_inverse=True)
+    return vals, inverse.reshape(-1).astype(np.int64, copy=False)
 
 
 @njit(cache=True, inline="always")
