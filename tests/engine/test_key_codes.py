@@ -71,6 +71,18 @@ def test_codes_number_keys_by_first_appearance(column) -> None:
     assert codes.tolist() == general[0].tolist() and first.tolist() == general[1].tolist()
 
 
+def test_a_dictionary_column_keeps_dense_codes() -> None:
+    # Its own dictionary may be out of order and hold values no row has: codes stay dense
+    # and each code's first row has that code (as the general path numbers them).
+    col = pa.DictionaryArray.from_arrays(pa.array([2, 2, None, 0, 2]), pa.array(["x", "y", "z"]))
+    codes, first = key_codes(pa.table({"k": col}), ["k"])
+    assert sorted(set(codes.tolist())) == [0, 1, 2]
+    assert [codes[f] for f in first.tolist()] == [0, 1, 2]
+    assert [col[f].as_py() for f in first.tolist()] == [None, "x", "z"]
+    general = key_codes(pa.table({"k": col, "one": pa.array(np.ones(5, np.int8))}), ["k", "one"])
+    assert codes.tolist() == general[0].tolist() and first.tolist() == general[1].tolist()
+
+
 def test_the_fast_path_takes_sorted_integers_and_strings_only() -> None:
     # uint64 values whose difference wraps: not sorted, so not the fast path.
     assert _sorted_codes(pa.chunked_array([pa.array([2**64 - 1, 0], pa.uint64())])) is None
