@@ -7,11 +7,15 @@ setup:
 demo: setup
 	.venv/bin/cogra demo
 
+# Two pytest processes (pytest-xdist), each file's tests in one of them (its module
+# fixtures and SparkSession built once): COGRA_TEST_WORKERS=1 for one process.
+PYTEST = .venv/bin/python -m pytest -q -n $${COGRA_TEST_WORKERS:-2} --dist loadfile
+
 test: setup
-	.venv/bin/python -m pytest -q -m "not slow"
+	$(PYTEST) -m "not slow"
 
 test-all: setup
-	.venv/bin/python -m pytest -q
+	$(PYTEST)
 
 bench: setup
 	.venv/bin/cogra bench
