@@ -78,12 +78,14 @@ def test_random_comparisons_and_windows(op, other, pattern, kept, n, distinct, s
 def test_rank_radix_sort_is_a_stable_sort(keys) -> None:
     # Block ranks are sorted by an LSD radix sort whose tags (positions) must keep their
     # order among equal keys: a position's rank is read back through its tag.
-    from cogra.runtime.fast.mixed_kernels import _radix_sort
+    from cogra.runtime.fast.mixed_kernels import RADIX_BITS, _radix_sort_into
 
     n = len(keys)
     k = np.asarray(keys + [7, 7], np.int64)  # scratch beyond n must be left alone
     tags = np.arange(n + 2, dtype=np.int64)
-    got_k, got_t = _radix_sort(k, tags, n)
+    tmp_k, tmp_t = np.full(n + 2, -1, np.int64), np.full(n + 2, -1, np.int64)
+    in_scratch = _radix_sort_into(k, tags, n, np.empty((1 << RADIX_BITS) + 1, np.int64), tmp_k, tmp_t)
+    got_k, got_t = (tmp_k, tmp_t) if in_scratch else (k, tags)
     order = np.argsort(np.asarray(keys, np.int64), kind="stable")
     assert got_k[:n].tolist() == sorted(keys)
     assert got_t[:n].tolist() == order.tolist()

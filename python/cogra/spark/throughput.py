@@ -111,10 +111,10 @@ class Measurement:
     @property
     def ratio(self) -> float:
         """The median of the rounds' ratios.  A round's two runs share the machine's state
-        of the moment, which moves both alike (the pass-through alone varied by up to 50%
-        between sessions): with five rounds, the ratio of the two medians ranged 0.76-0.87
-        over repeated q3 runs, the median of the rounds' ratios over twenty rounds
-        0.82-0.85."""
+        of the moment, so a slow spell moves both, and one slow run moves the median of
+        the ratios less than it moves the ratio of the two medians (which ranged 0.76-0.87
+        over repeated five-round q3 runs).  Spark's own speed still moves it between
+        sessions: q3 on one core, twenty rounds per run, 0.73-0.85 within one day."""
         return statistics.median(self.pair_ratios)
 
     @property

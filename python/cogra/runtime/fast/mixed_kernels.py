@@ -166,23 +166,13 @@ def _fen_sum(ti, tf, tx, tr, te, p, t, a, di, df, dx, d, x_is_min, exponent, liv
 
 
 @njit(cache=True)
-def _radix_sort(keys, tags, n):
-    """Sort ``keys[:n]`` (non-negative) with ``tags[:n]`` alongside, stably: least significant
-    digit first, up to :data:`RADIX_BITS` bits per pass.  Returns the sorted ``(keys, tags)``
-    (``keys``/``tags`` themselves or scratch).  Ranks of a block are a few hundred to a few
-    thousand keys below 2**22: two passes over them beat a comparison sort's mispredicted
-    branches several times."""
-    tmp_k, tmp_t = np.empty(n, np.int64), np.empty(n, np.int64)
-    if _radix_sort_into(keys, tags, n, np.empty((1 << RADIX_BITS) + 1, np.int64), tmp_k, tmp_t):
-        return tmp_k, tmp_t
-    return keys, tags
-
-
-@njit(cache=True)
 def _radix_sort_into(keys, tags, n, count, tmp_k, tmp_t):
-    """:func:`_radix_sort` with its scratch given (``count``: ``2**RADIX_BITS + 1`` entries,
-    ``tmp_k``/``tmp_t``: ``n``); returns whether the sorted keys and tags ended in the
-    scratch (else in ``keys``/``tags``).  It allocates nothing and returns no array, so
+    """Sort ``keys[:n]`` (non-negative) with ``tags[:n]`` alongside, stably: least significant
+    digit first, up to :data:`RADIX_BITS` bits per pass, with the scratch given (``count``:
+    ``2**RADIX_BITS + 1`` entries, ``tmp_k``/``tmp_t``: ``n``); returns whether the sorted
+    keys and tags ended in the scratch (else in ``keys``/``tags``).  Ranks of a block are a
+    few hundred to a few thousand keys below 2**22: two passes over them beat a comparison
+    sort's mispredicted branches several times.  It allocates nothing and returns no array, so
     mixed_ring's loop, compiled without reference counts, can call it: numba compiles a
     callee with its caller's options and keeps that compile for every caller of the same
     types -- one returning an array compiled so would hand reference-counted callers a
