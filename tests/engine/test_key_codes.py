@@ -5,11 +5,10 @@ encoding otherwise), which must give the codes of the general path."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import numpy as np
 
 from cogra.runtime.engine import _sorted_codes, key_codes
 

@@ -48,7 +48,6 @@ POW2_TABLE = 1100
 """Powers ``2**-n``, ``n < POW2_TABLE``, tabled in the generated sliding functions (below
 2**-1074 every double is zero)."""
 
-
 _LOADED: dict[str, object] = {}
 
 

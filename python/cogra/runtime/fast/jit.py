@@ -28,8 +28,6 @@ def _without_refcounts() -> dict:
 
 
 NO_REFCOUNTS = _without_refcounts()
-NO_REFCOUNTS_SOURCE = "".join(f", {k}={v!r}" for k, v in NO_REFCOUNTS.items())
-"""``NO_REFCOUNTS`` as extra ``njit`` arguments in generated source (``@njit(cache=True{..})``)."""
 """Extra ``njit`` options for helpers whose every statement reads or writes single array
 elements (see :func:`_without_refcounts`).  Only for those: a helper that copies a row
 (``out[w] = s[k]``) may need a temporary for some argument types, and then fails to
@@ -42,3 +40,5 @@ cache): a callee that returned an array it allocated, compiled without reference
 handed a reference-counted caller elsewhere a freed array (heap corruption).  So whatever
 such a function calls must return no array either (mixed_ring's loop, whose radix sort
 returns a flag)."""
+NO_REFCOUNTS_SOURCE = "".join(f", {k}={v!r}" for k, v in NO_REFCOUNTS.items())
+"""``NO_REFCOUNTS`` as extra ``njit`` arguments in generated source (``@njit(cache=True{..})``)."""
