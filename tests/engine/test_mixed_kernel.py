@@ -105,3 +105,15 @@ def test_unique_inverse_ranks_every_value(values) -> None:
     assert all(a < b for a, b in zip(vals.tolist(), vals[1:].tolist()))
     assert vals[inverse].tolist() == x.tolist()
     assert not np.signbit(vals[vals == 0.0]).any()
+
+
+@pytest.mark.parametrize("values", [[np.inf, -np.inf, 0.0], [-1e300, 1e300, -0.0], [2.0, np.nan, -3.0, np.nan]])
+def test_unique_inverse_of_keys_too_wide_or_nan_is_numpys(values) -> None:
+    # Keys spanning 2**63 or more, and NaN, take np.unique (the radix keys would overflow
+    # or have no order): the same answer as np.unique's.
+    from cogra.runtime.fast.mixed_kernels import unique_inverse
+
+    x = np.asarray(values, np.float64)
+    vals, inverse = unique_inverse(x)
+    want_vals, want_inverse = np.unique(x + 0.0, return_inverse=True)
+    assert np.array_equal(vals, want_vals, equal_nan=True) and inverse.tolist() == want_inverse.tolist()

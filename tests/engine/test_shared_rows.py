@@ -251,18 +251,65 @@ def test_q3_as_printed_shares_in_the_ring() -> None:
     slide=st.integers(1, 4),
     panes=st.integers(1, 12),
     times=st.sampled_from(["dense", "gaps", "negative"]),
+    batch_bytes=st.sampled_from([1, shared_rows.CACHE_BATCH_BYTES]),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, seed) -> None:
+def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, batch_bytes,
+                                              seed) -> None:
     # Gaps longer than a window empty the ring between a total's save and its load;
-    # negative times put panes below zero (ring slots by floor modulo).
+    # negative times put panes below zero (ring slots by floor modulo).  Batches of one
+    # group each (batch_bytes 1) or of all groups here (the default, for these sizes).
     table = sliding_stream(seed, n, distinct, times)
     group = ", ".join(k.strip("[]") for k in keys.split(" AND "))
     query = (f"RETURN g, {group}, COUNT(*), SUM(B.v), AVG(A.v), AVG(B.w) PATTERN {pattern} "
              f"WHERE {keys} AND A.v {op} NEXT(A).v GROUP-BY g, {group} "
              f"WITHIN {slide * panes} seconds SLIDE {slide} seconds")
-    with forced():
+    with forced(), batches_of(batch_bytes):
         shared_equals_unshared_and_exact(query, table)
+
+
+@contextlib.contextmanager
+def batches_of(batch_bytes: int):
+    """shared_rows.CACHE_BATCH_BYTES set for the block (hypothesis runs a test's examples
+    within one function-scoped fixture, so no monkeypatch)."""
+    old = shared_rows.CACHE_BATCH_BYTES
+    shared_rows.CACHE_BATCH_BYTES = batch_bytes
+    try:
+        yield
+    finally:
+        shared_rows.CACHE_BATCH_BYTES = old
+
+
+def test_ring_batches_groups_by_cache_bytes(monkeypatch) -> None:
+    # Consecutive groups until their cache rows pass the budget (a larger group alone);
+    # one batch of all where the segments' groups are not ordered (a batch's loading
+    # positions must form one range).
+    def batches(rep_sizes, group, budget):
+        g = shared_rows.Groups(0, np.uint64(1), np.asarray(group), None, None, None,
+                               np.concatenate([[0], np.cumsum(rep_sizes)]), None, None)
+        monkeypatch.setattr(shared_rows, "CACHE_BATCH_BYTES", budget)
+        return shared_rows._batches(g, row_bytes=10)
+
+    assert batches([3, 3, 3, 3], [0, 0, 1, 2, 3], 60) == [(0, 2), (2, 4)]
+    assert batches([3, 9, 1, 1], [0, 1, 2, 3], 60) == [(0, 1), (1, 2), (2, 4)]
+    assert batches([3, 3, 3], [0, 1, 2], 1) == [(0, 1), (1, 2), (2, 3)]
+    assert batches([3, 3, 3], [0, 1, 2], 10**9) == [(0, 3)]
+    assert batches([3, 3, 3], [0, 2, 1, 0], 1) == [(0, 3)]
+
+
+def test_q3_runs_a_batch_per_group_and_equals_one_batch(monkeypatch) -> None:
+    # q3's groups (a sector's companies as A) exceed the default budget on a Spark call's
+    # data: a batch each -- the runs' results equal one batch's, and the exact executor's.
+    table = stock(3000, rate=2.0)
+    calls = []
+    real = shared_rows._batches
+    monkeypatch.setattr(shared_rows, "_batches", lambda *a: calls.append(real(*a)) or calls[-1])
+    with batches_of(1):
+        per_group = shared_equals_unshared_and_exact(Q3, table)
+    with batches_of(10**12):
+        one = evaluate(Q3, table)
+    assert per_group["ring"] == 1 and len(calls[0]) > 1 and len(calls[-1]) == 1
+    assert_same_result(one, evaluate(Q3, table), context="(one batch)")
 
 
 def test_ring_shares_nothing_past_its_budgets(monkeypatch) -> None:
