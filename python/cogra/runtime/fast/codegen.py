@@ -77,8 +77,9 @@ class Shape:
     ``v``, whose one indexed pair has flags ``pair_flags`` and keeps channels ``tree_i`` /
     ``tree_f`` in its trees."""
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
+        """The generated module's name: a hash of the shape (computed once per shape)."""
         return hashlib.sha256(repr(self).encode()).hexdigest()[:20]
 
 

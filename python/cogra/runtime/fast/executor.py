@@ -100,6 +100,7 @@ class FastExecutor:
         if self.kept:
             self._indexed_pairs()
         self._per_positions: dict = {}
+        self._shapes: dict = {}  # shape() per arguments: the ring asks once per batch of groups
 
     def _indexed_pairs(self) -> None:
         """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
@@ -474,8 +475,11 @@ class FastExecutor:
         (:attr:`codegen.Shape.live`)."""
         from cogra.runtime.fast.codegen import Shape
 
+        memo = (loads, live)
+        if memo in self._shapes:
+            return self._shapes[memo]
         b = self.engine.bound
-        return Shape(
+        self._shapes[memo] = Shape(
             mode=self.mode, nv=self.nv,
             preds=tuple(tuple(sorted(b.automaton.pred[v])) for v in range(self.nv)),
             start=tuple(sorted(b.automaton.start)), final=tuple(sorted(b.automaton.final)),
@@ -487,6 +491,7 @@ class FastExecutor:
             live=tuple(tuple(tuple(int(k) for k in row[1:1 + row[0]]) for row in arr)
                        for arr in (self.var_live_i, self.var_live_f)) if live else None,
         )
+        return self._shapes[memo]
 
     @staticmethod
     def _max_batch(times: np.ndarray, plays: np.ndarray) -> int:

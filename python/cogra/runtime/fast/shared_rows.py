@@ -104,7 +104,10 @@ class Share:
 class RingShare:
     """The sharing arguments of :func:`~cogra.runtime.fast.mixed_ring.run_mixed_ring`: as
     :class:`Share`, with lane vectors per cache row (``ci``, ``cf``: rows x live channels x
-    lanes) and the ring pane each row is current at (``cpane``)."""
+    lanes) and the ring pane each row is current at (``cpane``).  ``positions``: the
+    positions of all batches of the run this one belongs to (:func:`run_ring`), which
+    decide whether the generated runs repay compiling (``sliding._generated``; 0: this
+    run's own)."""
 
     var: int
     mode: int
@@ -112,6 +115,7 @@ class RingShare:
     ci: np.ndarray
     cf: np.ndarray
     cpane: np.ndarray
+    positions: int = 0
 
     @classmethod
     def none(cls) -> "RingShare":
@@ -136,8 +140,12 @@ class RingShare:
             cpane.fill(np.iinfo(np.int64).min // 2)
         return cls(var, SHARE_SAVE, np.zeros(1, np.int64), ci, cf, cpane)
 
-    def taking(self, take_at: np.ndarray) -> "RingShare":
-        return RingShare(self.var, SHARE_TAKE, take_at, self.ci, self.cf, self.cpane)
+    def taking(self, take_at: np.ndarray, positions: int = 0) -> "RingShare":
+        return RingShare(self.var, SHARE_TAKE, take_at, self.ci, self.cf, self.cpane, positions)
+
+    def batch_of(self, positions: int) -> "RingShare":
+        """The same cache, for a batch of a run over ``positions`` in all."""
+        return RingShare(self.var, self.mode, self.take_at, self.ci, self.cf, self.cpane, positions)
 
     def arguments(self) -> tuple:
         return (self.var, self.mode, self.take_at, self.ci, self.cf, self.cpane)
@@ -279,7 +287,8 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
         a, z = int(g.rep_ptr[first]), int(g.rep_ptr[last])
         rw = rep_wins[np.searchsorted(rep_win_group, first):np.searchsorted(rep_win_group, last)]
         _, redo = run(subs.rows[g.rep_pos[a:z]], np.full(z - a, g.bit, np.uint64),
-                      np.clip(rep_seg_ptr - a, 0, z - a), rw, rep_lo[rw] - a, rep_hi[rw] - a, share)
+                      np.clip(rep_seg_ptr - a, 0, z - a), rw, rep_lo[rw] - a, rep_hi[rw] - a,
+                      share.batch_of(len(g.rep_pos)))
         if redo.any():
             return None  # a representative's counts passed 2**600 (its totals stop there) or its trees do not fit
         lw = wins[np.searchsorted(win_group, first):np.searchsorted(win_group, last)]
@@ -287,7 +296,7 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
             continue
         p, q = (int(lo_r[lw].min()), int(hi_r[lw].max())) if len(batches) > 1 else (0, len(rows))
         part, redo = run(rows[p:q], bits[p:q], np.clip(seg_ptr - p, 0, q - p), lw, lo_r[lw] - p, hi_r[lw] - p,
-                         share.taking(_rows_from(take_at[p:q], a)))
+                         share.taking(_rows_from(take_at[p:q], a), len(rows)))
         if redo.any():
             return None
         out.put(lw, part)

@@ -242,7 +242,15 @@ def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_p
 
 def _shared_shape(fast: Any, var: int):
     """The query's shape for the ring's generated runs of shared variable ``var``: one
-    module with the loading run (``loads``) and the representatives' run (``saves``)."""
+    module with the loading run (``loads``) and the representatives' run (``saves``).
+    Built once per executor and variable (the ring asks once per batch of groups)."""
+    memo = ("shared", var)
+    if memo not in fast._shapes:
+        fast._shapes[memo] = _build_shared_shape(fast, var)
+    return fast._shapes[memo]
+
+
+def _build_shared_shape(fast: Any, var: int):
     shape = fast.shape(live=True)
     live_i, live_f = shape.live
     p = fast.pair_arrays
@@ -286,7 +294,7 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
     compiling it (unless compiled already; from BACKGROUND_MIN_EVENTS positions on it is
     compiled in the background for the next call), or a batch it does not take (the
     generic kernel runs instead).  Its windows need nothing redone then."""
-    found = _generated(fast, share.var, "ring_loading", len(rows))
+    found = _generated(fast, share.var, "ring_loading", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
         return None
     out = KernelOut.unfilled(len(seg), fast.chan)
@@ -310,7 +318,7 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
     v = share.var  # (shared_rows.shared_variable: v's one pair is with itself, its only predecessor)
     if v not in fast.engine.bound.automaton.start:
         return None
-    found = _generated(fast, v, "ring_saving", len(rows))
+    found = _generated(fast, v, "ring_saving", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
         return None
     redo = np.zeros(len(seg), np.bool_)
