@@ -99,3 +99,13 @@ def test_the_fast_path_takes_sorted_integers_and_strings_only() -> None:
     assert codes.tolist() == [0, 0, 0, 1] and first.tolist() == [0, 3]
     codes, first = _sorted_codes(pa.chunked_array([pa.array(["x", "y"]), pa.array(["y", "z"])]))
     assert codes.tolist() == [0, 1, 1, 2] and first.tolist() == [0, 1, 3]
+    # Strings compared bytewise in one pass: a proper prefix sorts first; a sliced array
+    # reads its own offsets (from its offset on).
+    assert _sorted_codes(pa.chunked_array([pa.array(["ab", "a"])])) is None
+    assert _sorted_codes(pa.chunked_array([pa.array(["a", "ab", "b", "é", "B"])])) is None
+    codes, first = _sorted_codes(pa.chunked_array([pa.array(["", "", "a", "ab", "ab", "ab\x00", "b", "é"])]))
+    assert codes.tolist() == [0, 0, 1, 2, 2, 3, 4, 5] and first.tolist() == [0, 2, 3, 5, 6, 7]
+    codes, first = _sorted_codes(pa.chunked_array([pa.array(["z", "a", "a", "b"], pa.large_string()).slice(1)]))
+    assert codes.tolist() == [0, 0, 1] and first.tolist() == [0, 2]
+    codes, first = _sorted_codes(pa.chunked_array([pa.array(["", ""])]))  # no data buffer bytes
+    assert codes.tolist() == [0, 0] and first.tolist() == [0]

@@ -35,7 +35,7 @@ from cogra.runtime import mixed_grained, next_cont, type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table
-from cogra.runtime.substream_kernels import combination_rows
+from cogra.runtime.substream_kernels import combination_rows, string_runs
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
 Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
@@ -156,10 +156,12 @@ def _sorted_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
             return None
         np.not_equal(values[1:], values[:-1], out=new[1:])
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        head, tail = col.slice(0, len(col) - 1), col.slice(1)  # (bytewise order, as Spark's)
-        if len(col) > 1 and pc.any(pc.less(tail, head)).as_py():
-            return None
-        new[1:] = pc.not_equal(tail, head).to_numpy()
+        arr = col.combine_chunks()
+        buffers = arr.buffers()
+        offsets = np.frombuffer(buffers[1], np.int64 if pa.types.is_large_string(t) else np.int32)
+        data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        if not string_runs(offsets[arr.offset:arr.offset + len(arr) + 1], data, new):
+            return None  # (bytewise order, as Spark's)
     else:
         return None
     return np.cumsum(new) - 1, np.flatnonzero(new)

