@@ -77,9 +77,10 @@ class Shape:
     ``v``, whose one indexed pair has flags ``pair_flags`` and keeps channels ``tree_i`` /
     ``tree_f`` in its trees."""
 
-    @functools.cached_property
+    @property
     def key(self) -> str:
-        """The generated module's name: a hash of the shape (computed once per shape)."""
+        """The generated module's name: a hash of the shape.  (Not cached on the instance: a
+        cached value would join the fields in ``__dict__``, which callers copy.)"""
         return hashlib.sha256(repr(self).encode()).hexdigest()[:20]
 
 

@@ -251,9 +251,10 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
 
     The groups run in *batches* (:func:`_batches`): the representatives of a batch, then the
     sub-streams that load from them, so the cache rows are read back while they are still
-    in the processor's last-level cache (q3: a group's cache is ~10 MB, all of a Spark
-    call's ~40 MB; its loading runs 30 -> 20 ms per 200k rows).  The cache is sized for the
-    largest batch and reused.
+    in the processor's last-level cache (q3: 480 bytes per row -- 60 lanes of A's float
+    count --, a company's ~5 MB per Spark call of ~40k rows, the call's ~20 MB; batches of
+    one company each: its loading runs 30 -> 20 ms per 200k rows, with two companies per
+    batch no faster than one batch).  The cache is sized for the largest batch and reused.
     """
     g = groups(fast, engine, subs)
     if g is None:
@@ -261,9 +262,10 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
     n_live = int(fast.var_live_i[g.v, 0] + fast.var_live_f[g.v, 0])
     row_bytes = max(1, n_live) * lanes * 8
     batches = _batches(g, row_bytes)
-    if max(int(g.rep_ptr[z] - g.rep_ptr[a]) for a, z in batches) * row_bytes > RING_CACHE_MAX_BYTES:
+    cache_rows = max(int(g.rep_ptr[z] - g.rep_ptr[a]) for a, z in batches)
+    if cache_rows * row_bytes > RING_CACHE_MAX_BYTES:
         return None
-    share = RingShare.cache(fast, g.v, max(int(g.rep_ptr[z] - g.rep_ptr[a]) for a, z in batches), lanes)
+    share = RingShare.cache(fast, g.v, cache_rows, lanes)
 
     # The ring reads a window when the events pass its end, so it must not be handed a
     # window without events of its own (it would start past it): the representatives run
