@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.analysis.binding import BoundQuery, bind
-from cogra.analysis.expressions import ROLE_CUR, Val, evaluate, truth
+from cogra.analysis.expressions import Val, evaluate, truth
 from cogra.errors import CograDataWarning
 from cogra.language.ast import Aggregate, AggFunc, AttrRef, Query, Semantics
 from cogra.runtime.output import ON_OVERFLOW, ResultRow, build_table

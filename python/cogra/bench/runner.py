@@ -83,18 +83,14 @@ STREAM_BATCH_ROWS = 100_000
 
 
 def _contender(name: str, limits: Limits) -> Callable[[str, Any], Any]:
-    if name == "cogra":
-        import cogra
+    import cogra
 
+    if name == "cogra":
         return lambda q, t: cogra.evaluate(q, t, on_overflow="null")
     if name == "cogra-stream":  # batches of STREAM_BATCH_ROWS rows (zero-copy slices of the input)
-        import cogra
-
         return lambda q, t: cogra.evaluate_batches(q, t.to_batches(max_chunksize=STREAM_BATCH_ROWS),
                                                    on_overflow="null")
     if name == "cogra-py":
-        import cogra
-
         return lambda q, t: cogra.evaluate(q, t, on_overflow="null", compiled=False)
     if name == "two-step":
         from cogra.reference import evaluate_reference
