@@ -100,7 +100,9 @@ class FastExecutor:
         if self.kept:
             self._indexed_pairs()
         self._per_positions: dict = {}
-        self._shapes: dict = {}  # shape() per arguments: the ring asks once per batch of groups
+        self.shapes: dict = {}
+        """Shapes built for this executor, by what they were built from (:meth:`shape`'s
+        arguments; ``sliding._shared_shape``'s): the ring asks once per batch of groups."""
 
     def _indexed_pairs(self) -> None:
         """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
@@ -476,10 +478,10 @@ class FastExecutor:
         from cogra.runtime.fast.codegen import Shape
 
         memo = (loads, live)
-        if memo in self._shapes:
-            return self._shapes[memo]
+        if memo in self.shapes:
+            return self.shapes[memo]
         b = self.engine.bound
-        self._shapes[memo] = Shape(
+        self.shapes[memo] = Shape(
             mode=self.mode, nv=self.nv,
             preds=tuple(tuple(sorted(b.automaton.pred[v])) for v in range(self.nv)),
             start=tuple(sorted(b.automaton.start)), final=tuple(sorted(b.automaton.final)),
@@ -491,7 +493,7 @@ class FastExecutor:
             live=tuple(tuple(tuple(int(k) for k in row[1:1 + row[0]]) for row in arr)
                        for arr in (self.var_live_i, self.var_live_f)) if live else None,
         )
-        return self._shapes[memo]
+        return self.shapes[memo]
 
     @staticmethod
     def _max_batch(times: np.ndarray, plays: np.ndarray) -> int:

@@ -165,26 +165,27 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
 
     if RING:
         def ring(rows, plays, seg_ptr, windows, w_lo, w_hi, share):
+            times = engine.time_np[rows]
             span = None
             if share.mode == SHARE_SAVE:
                 # Only the representatives keep trees: their own span must fit (it is at most
                 # their sub-streams'; the loading runs keep none, so theirs is never needed).
-                span = _max_live_span(engine.time_np[rows] // slide, seg_ptr, panes)
+                span = _max_live_span(times // slide, seg_ptr, panes)
                 if not fits(span):
                     return None, np.ones(max(1, len(windows)), np.bool_)  # nothing is shared
             return _run_ring(fast, engine, rows, plays, seg_ptr, seg[windows], k[windows], w_lo, w_hi,
-                             slide, panes, share, span=span)
+                             slide, panes, share, span=span, times=times)
 
         out = shared_rows.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
         if out is not None:
             return out
-    ring_span = _max_live_span(engine.time_np[subs.rows] // slide, subs.seg_ptr, panes) if RING else 0
+    rows = subs.rows
+    times = engine.time_np[rows]
+    ring_span = _max_live_span(times // slide, subs.seg_ptr, panes) if RING else 0
     if RING and fits(ring_span):
-        out, redo = _run_ring(fast, engine, subs.rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
-                              shared_rows.RingShare.none(), span=ring_span)
+        out, redo = _run_ring(fast, engine, rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
+                              shared_rows.RingShare.none(), span=ring_span, times=times)
     else:
-        rows = subs.rows
-        times = engine.time_np[rows]
         out = KernelOut.zeros(len(seg), c)
         redo = np.zeros(len(seg), np.bool_)
         max_batch = fast._max_batch(times, subs.bits)
@@ -210,13 +211,14 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
 
 def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
               seg: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
-              share: Any, span: int | None = None) -> tuple[KernelOut, np.ndarray]:
+              share: Any, span: int | None = None, times: np.ndarray | None = None
+              ) -> tuple[KernelOut, np.ndarray]:
     """The ring kernel over the positions ``rows`` (segments ``seg_ptr``), windows ``(seg, k)``
     with ranges ``[lo, hi)`` over them; ``share``: a :class:`shared_rows.RingShare` (taking:
-    no indexed pair is left); ``span``: :func:`_max_live_span` of these positions, if known.
-    ``(channels, windows to redo)``."""
+    no indexed pair is left); ``span``: :func:`_max_live_span` of these positions, and
+    ``times`` their times, if known.  ``(channels, windows to redo)``."""
     c = fast.chan
-    times = engine.time_np[rows]
+    times = engine.time_np[rows] if times is None else times
     if share.mode == SHARE_TAKE:
         done = _run_ring_loading(fast, times, rows, plays, seg, k, lo, hi, slide, panes, share)
         if done is not None:
@@ -245,9 +247,9 @@ def _shared_shape(fast: Any, var: int):
     module with the loading run (``loads``) and the representatives' run (``saves``).
     Built once per executor and variable (the ring asks once per batch of groups)."""
     memo = ("shared", var)
-    if memo not in fast._shapes:
-        fast._shapes[memo] = _build_shared_shape(fast, var)
-    return fast._shapes[memo]
+    if memo not in fast.shapes:
+        fast.shapes[memo] = _build_shared_shape(fast, var)
+    return fast.shapes[memo]
 
 
 def _build_shared_shape(fast: Any, var: int):
