@@ -47,11 +47,22 @@ from cogra.runtime.fast.mixed_kernels import (
 )
 
 
+RANK_BLOCK_SPANS = 3
+"""A rank block holds this many live spans (``max_span`` positions each): the trees are
+rebuilt when the events pass its end, about once per ``RANK_BLOCK_SPANS - 1`` spans.  A
+rebuild empties the block's nodes, shifts and re-inserts the live stored vectors and sums
+the nodes in one pass: with blocks of two spans that was a fifth of q3's representatives'
+run (re-ranked every ~470 events), with three ~6% less in all (one more tree level); four
+were no faster.  The generated run (:mod:`codegen_ring`) uses the same blocks, so both sum
+in the same order."""
+
+
 def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
     """Bytes :func:`run_mixed_ring` allocates for trees and stored vectors (the caller
     refuses the kernel above a budget): per pair, three trees and one stored vector per
-    position over a block of ``2 * max_span`` positions, ``n_live`` channels of ``lanes``."""
-    block = 2 * max_span + 1
+    position over a block of ``RANK_BLOCK_SPANS * max_span`` positions, ``n_live``
+    channels of ``lanes``."""
+    block = RANK_BLOCK_SPANS * max_span + 1
     return 4 * max(1, n_pairs) * block * max(1, n_live) * lanes * 8
 
 
@@ -657,7 +668,7 @@ def run_mixed_ring(
     bf = np.zeros((max_batch, n_f, lanes), np.float64)
     bvar = np.zeros(max_batch, np.int64)
     bev = np.zeros(max_batch, np.int64)
-    block = 2 * max_span  # re-ranked when the events pass its end, about once per span
+    block = RANK_BLOCK_SPANS * max_span  # re-ranked when the events pass its end
     rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count = _rank_buffers(n_pairs, block)
     ti = np.zeros((max(1, n_pairs), 3, block + 1, nl_i, lanes), np.uint64)
     tf = np.zeros((max(1, n_pairs), 3, block + 1, nl_f, lanes), np.float64)
