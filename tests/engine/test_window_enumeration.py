@@ -71,6 +71,31 @@ def test_large_microsecond_times() -> None:
 
 
 @settings(max_examples=300, deadline=None)
+@given(inputs=walk_inputs())
+def test_window_bound_is_a_bound(inputs) -> None:
+    """The one-pass enumeration writes into arrays of window_bound's size: never fewer than
+    the windows there are."""
+    from cogra.runtime.fast.window_kernels import window_bound
+
+    seg_ptr, times, active, size, step = inputs
+    assert window_bound(seg_ptr, times, size, step) >= len(direct(seg_ptr, times, active, size, step))
+
+
+def test_sparse_events_in_long_windows_are_counted_first() -> None:
+    # Two events far apart, windows of 10^4 steps: a bound of 2 * 10^4 windows -- too many
+    # to allocate blindly for two events, so the windows are counted, then written.
+    from cogra.runtime.fast import window_kernels
+
+    seg_ptr = np.array([0, 2, 3], np.int64)
+    times = np.array([0, 10**9, 5], np.int64)
+    active = np.array([True, True, False])
+    assert window_kernels.window_bound(seg_ptr, times, 10**4, 1) > 2 * len(times) + 4096
+    got = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, 10**4, 1))))
+    assert got == direct(seg_ptr, times, active, 10**4, 1)
+    assert len(got) == 2 * 10**4
+
+
+@settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_may_finish_equals_a_direct_search(data) -> None:
     """window_kernels.may_finish: some event may play a start variable and one at or after

@@ -98,9 +98,32 @@ def write_windows(seg_ptr, times, active, size, step, k_to, state, n):
 
 
 def enumerate_int_windows(seg_ptr, times, active, size, step):
+    """Every window of every segment, ``(seg, start, lo, hi)``: one walk that writes into
+    arrays of a bound (:func:`window_bound`) where that bound is small, else a count and
+    then a walk that writes (the count was ~40% of q3's enumeration, 2.3 of 5.8 ms per
+    200k rows)."""
     state = walk_state(seg_ptr)
-    n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
-    return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n)
+    seg_ptr = np.asarray(seg_ptr, np.int64)
+    bound = window_bound(seg_ptr, times, size, step)
+    if bound > 2 * len(times) + 4096:
+        n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
+        return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n)
+    out = tuple(np.empty(bound, np.int64) for _ in range(4))
+    n = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out)
+    return tuple(a[:n] for a in out)
+
+
+def window_bound(seg_ptr, times, size, step) -> int:
+    """At least as many windows as :func:`_walk` writes over all segments: per segment,
+    the window starts from its first event's first window to its last event's pane, at
+    most ``ceil(size / step)`` per event (times ascend within a segment)."""
+    first, end = seg_ptr[:-1], seg_ptr[1:]
+    full = end > first
+    first, end = first[full], end[full]
+    t0, t1 = times[first], times[end - 1]
+    by_time = t1 // step - ((t0 - size) // step + 1) + 1
+    by_events = (end - first) * (-(-size // step))
+    return int(np.minimum(by_time, by_events).sum())
 
 
 @njit(cache=True)
