@@ -45,7 +45,9 @@ def int_columns(draw):
 
 @st.composite
 def string_columns(draw):
-    values = draw(st.lists(st.sampled_from(["", "a", "ab", "b", "B", "é", "ab\x00"]), min_size=1, max_size=40))
+    # (Up to 7 bytes a string is one word of the compiled dictionary; 8 and more: Arrow's.)
+    words = ["", "a", "ab", "b", "B", "é", "ab\x00", "\x00", "abcdefg", "abcdefg\x00", "abcdefgh"]
+    values = draw(st.lists(st.sampled_from(words), min_size=1, max_size=40))
     if draw(st.booleans()):
         values.sort(key=lambda v: v.encode())  # Arrow's (and Spark's) order: bytewise
     elif draw(st.booleans()):
@@ -109,3 +111,24 @@ def test_the_fast_path_takes_sorted_integers_and_strings_only() -> None:
     assert codes.tolist() == [0, 0, 1] and first.tolist() == [0, 2]
     codes, first = _sorted_codes(pa.chunked_array([pa.array(["", ""])]))  # no data buffer bytes
     assert codes.tolist() == [0, 0] and first.tolist() == [0]
+
+
+def test_short_strings_are_coded_by_a_compiled_dictionary() -> None:
+    # Thousands of distinct values (the table doubles many times), a sliced array of each
+    # string type, and a long string late in the array (the compiled coder gives up there;
+    # Arrow codes the column): the same codes as a dictionary encoding.
+    from cogra.runtime.engine import _dictionary_codes
+    from cogra.runtime.substream_kernels import short_string_codes
+
+    rng = np.random.default_rng(3)
+    values = [f"v{i}" for i in rng.integers(0, 6000, 20_000)]
+    for typ in (pa.string(), pa.large_string()):
+        for arr in (pa.array(values, typ), pa.array(["zz", *values], typ).slice(1)):
+            codes, first = _dictionary_codes(pa.chunked_array([arr]))
+            want_codes, want_first = first_appearance(values)
+            assert codes.tolist() == want_codes and first.tolist() == want_first
+    arr = pa.array([*values[:100], "longer than seven"])
+    offsets = np.frombuffer(arr.buffers()[1], np.int32)
+    assert not short_string_codes(offsets, np.frombuffer(arr.buffers()[2], np.uint8))[2]
+    codes, first = _dictionary_codes(pa.chunked_array([arr]))
+    assert codes.tolist() == first_appearance([*values[:100], "longer than seven"])[0]

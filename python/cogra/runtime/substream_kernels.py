@@ -100,4 +100,75 @@ def string_runs(offsets, data, new):
     return True
 
 
-__all__ = ["combination_rows", "string_runs"]
+SHORT_STRING_BYTES = 7
+"""Strings of up to this many bytes fit one 64-bit word with their length
+(:func:`short_string_codes`)."""
+
+
+@njit(cache=True, inline="always")
+def _short_word(offsets, data, i):
+    """String ``i``'s bytes and length in one word (bytes 0..6, length in the top byte);
+    -1 for a longer string."""
+    a, b = offsets[i], offsets[i + 1]
+    if b - a > SHORT_STRING_BYTES:
+        return np.int64(-1)
+    word = np.int64(b - a) << np.int64(56)
+    for k in range(b - a):
+        word |= np.int64(data[a + k]) << np.int64(8 * k)
+    return word
+
+
+@njit(cache=True, inline="always")
+def _slot(word, shift):
+    """A word's home slot among ``2 ** (64 - shift)`` (Fibonacci hashing: the product's top bits)."""
+    return np.int64((np.uint64(word) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift))
+
+
+@njit(cache=True)
+def short_string_codes(offsets, data):
+    """Dense codes of a string array's values in order of first appearance, and the first
+    position of each -- what ``pyarrow.compute.dictionary_encode`` numbers, for arrays
+    without NULLs whose strings all have at most :data:`SHORT_STRING_BYTES` bytes
+    (``offsets``: its ``n + 1``, from the array's own offset).  Returns ``(codes, first,
+    True)``, or ``(.., .., False)`` at the first longer string (the caller encodes with
+    Arrow then).  Each string is one word, looked up in an open-addressing table that
+    doubles at half load: q3's company column, 42k rows of 19 values, ~0.9 -> ~0.2 ms."""
+    n = offsets.shape[0] - 1
+    codes = np.empty(n, np.int64)
+    first = np.empty(16, np.int64)
+    words = np.empty(16, np.int64)
+    cap = 64
+    shift = 58  # 64 - log2(cap)
+    slots = np.full(cap, -1, np.int64)  # a code, -1 empty
+    k = 0
+    for i in range(n):
+        word = _short_word(offsets, data, i)
+        if word < 0:
+            return codes, first[:k], False
+        j = _slot(word, shift)
+        while slots[j] >= 0 and words[slots[j]] != word:
+            j = (j + 1) & (cap - 1)
+        if slots[j] >= 0:
+            codes[i] = slots[j]
+            continue
+        if k == words.shape[0]:
+            words = np.concatenate((words, np.empty(k, np.int64)))
+            first = np.concatenate((first, np.empty(k, np.int64)))
+        words[k] = word
+        first[k] = i
+        codes[i] = k
+        slots[j] = k
+        k += 1
+        if 2 * k > cap:  # rehash into twice the slots
+            cap *= 2
+            shift -= 1
+            slots = np.full(cap, -1, np.int64)
+            for c in range(k):
+                j = _slot(words[c], shift)
+                while slots[j] >= 0:
+                    j = (j + 1) & (cap - 1)
+                slots[j] = c
+    return codes, first[:k], True
+
+
+__all__ = ["combination_rows", "short_string_codes", "string_runs"]
