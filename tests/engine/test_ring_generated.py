@@ -204,7 +204,8 @@ def test_the_generated_source_unrolls_the_shape() -> None:
     text = codegen.generate(shape)
     start = text.index("def ring_loading(")
     body = text[start:text.index("@njit", start)]
-    assert "cnt_f = s0_f0[ln] + s1_f0[ln]" in body
+    assert "cnt_f = s0_f0[ln] + s1_f0[ln]" in body  # the loaded row copied (lanes expired since)
+    assert "cnt_f = cf[c, 0, ln] + s1_f0[ln]" in body  # or read in place (current)
     assert "new_f1 = keep_f * s1_f1[ln] + c1_f1 * cnt_f" in body
     assert "var_live" not in body and "s1_i" not in body
 
@@ -222,7 +223,9 @@ def test_the_generated_representatives_run_unrolls_the_shape() -> None:
     start = text.index("def ring_saving_loop(")
     end = text.find("@njit", start)
     body = text[start:end if end >= 0 else len(text)]
-    assert "bf[nb, 0, ln] += tf[0, 1, a, 0, ln]" in body  # the suffix tree's query
-    assert "tf[0, 1, a, 0, ln] += bf[k, 0, ln]" in body  # and insert
+    # The suffix tree's query and insert, its node's expired lanes masked (read as zero).
+    assert "node_f = tf[0, 1, a, 0, ln]" in body
+    assert "bf[nb, 0, ln] += (0.0 if lane_age[ln] < n_exp else node_f)" in body
+    assert "tf[0, 1, a, 0, ln] = (0.0 if lane_age[ln] < n_exp else node_f) + bf[k, 0, ln]" in body
     assert "tf[0, 0," not in body and "tf[0, 2," not in body and "ti[0," not in body
     assert "var_live" not in body and "pred_idx" not in body and "bi[" not in body

@@ -77,79 +77,84 @@ def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
 # of the same argument types: so no function it calls may allocate, make a view (slice)
 # or return an array (the radix sort hands back a flag, mixed_kernels._radix_sort_into).
 
-@njit(cache=True, inline="always")
-def _clear_node_slots(ti, tf, p, t, a, lo, hi, ni, nf):
-    """Empty slots ``lo..hi-1`` of node ``a`` of tree ``(p, t)`` (contiguous stores)."""
-    for c in range(ni):
-        for ln in range(lo, hi):
-            ti[p, t, a, c, ln] = 0
-    for c in range(nf):
-        for ln in range(lo, hi):
-            tf[p, t, a, c, ln] = 0.0
+_U0 = np.uint64(0)
 
 
 @njit(cache=True, inline="always")
-def _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf):
-    """Bring node ``a`` of tree ``(p, t)`` to ring pane ``cur`` (whose slot is ``cur_slot``):
-    the slots of the panes since its last visit held expired panes, so they are emptied
-    first.  Those slots end at ``cur_slot`` and wrap around at most once: one or two
-    contiguous ranges, not a ``q % lanes`` per pane -- a traversal visits ~10 nodes, most
-    of them stale, and a 64-bit division per stale pane made the ring's trees ~15% slower
-    (q3's representatives)."""
-    last = ts[p, t, a]
-    if last != cur:
-        ts[p, t, a] = cur
-        n = cur - last
-        if n >= lanes:
-            _clear_node_slots(ti, tf, p, t, a, 0, lanes, ni, nf)
-            return
-        first = cur_slot - n + 1
-        if first >= 0:
-            _clear_node_slots(ti, tf, p, t, a, first, cur_slot + 1, ni, nf)
-        else:
-            _clear_node_slots(ti, tf, p, t, a, 0, cur_slot + 1, ni, nf)
-            _clear_node_slots(ti, tf, p, t, a, first + lanes, lanes, ni, nf)
+def _lane_ages(lane_age, cur, lanes):
+    """``lane_age[ln]``: how many panes before ``cur`` the pane in ring slot ``ln`` is, as of
+    pane ``cur`` -- recomputed when ``cur``'s slot changes (``lane_age[lanes]`` holds the
+    slot it was computed for, -1 at first)."""
+    slot = cur % lanes
+    if lane_age[lanes] != slot:
+        for ln in range(lanes):
+            g = slot - ln
+            lane_age[ln] = g if g >= 0 else g + lanes
+        lane_age[lanes] = slot
 
 
 @njit(cache=True, inline="always")
-def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one):
+def _expired(ts, p, t, a, cur, lanes):
+    """How many of node ``a``'s lanes hold panes that expired since its last insert (stamp
+    ``ts``): the slots of panes ``ts + 1 .. cur`` -- those with ``lane_age < n``."""
+    n = cur - ts[p, t, a]
+    return n if n < lanes else lanes
+
+
+# A node's lanes are read as of the current pane by masking the expired ones (age below
+# the node's expired count) instead of emptying them in a branch per node: big nodes are
+# current, small ones stale by many panes, and that data-dependent branch with its loops
+# of varying length was a third of q3's representatives' run.  A query leaves a stale node
+# as it is; an insert writes every lane (an expired one becomes 0 + the row's) and stamps
+# it.  The sums are those of emptying first (a masked lane adds zero, as an emptied one
+# did).  Each lane is loaded before the choice: a load under the condition kept the loop
+# from vectorising.
+
+
+@njit(cache=True, inline="always")
+def _tree_query(bi, bf, d, ti, tf, ts, p, t, a, cur, lanes, live_i, live_f, one, lane_age):
     """Batch row ``d`` += the Fenwick prefix ``[1, a]`` of tree ``(p, t)`` -- or node ``a``
-    alone if ``one`` (the ``=`` buckets) -- caught up to ring pane ``cur``."""
+    alone if ``one`` (the ``=`` buckets) -- as of ring pane ``cur``."""
     ni = live_i[p, 0]
     nf = live_f[p, 0]
-    cur_slot = cur % lanes
+    _lane_ages(lane_age, cur, lanes)
     while a > 0:
-        _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf)
+        n = _expired(ts, p, t, a, cur, lanes)
         for c in range(ni):
             k = live_i[p, c + 1]
             for ln in range(lanes):
-                bi[d, k, ln] += ti[p, t, a, c, ln]
+                x = ti[p, t, a, c, ln]
+                bi[d, k, ln] += _U0 if lane_age[ln] < n else x
         for c in range(nf):
             k = live_f[p, c + 1]
             for ln in range(lanes):
-                bf[d, k, ln] += tf[p, t, a, c, ln]
+                y = tf[p, t, a, c, ln]
+                bf[d, k, ln] += 0.0 if lane_age[ln] < n else y
         if one:
             break
         a -= a & (-a)
 
 
 @njit(cache=True, inline="always")
-def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, one):
+def _tree_insert(ti, tf, ts, p, t, a, m, bi, bf, s, cur, lanes, live_i, live_f, one, lane_age):
     """Batch row ``s`` into tree ``(p, t)`` at Fenwick index ``a`` (and the nodes above it
-    up to ``m``, unless ``one``), caught up to ring pane ``cur``."""
+    up to ``m``, unless ``one``), as of ring pane ``cur``."""
     ni = live_i[p, 0]
     nf = live_f[p, 0]
-    cur_slot = cur % lanes
+    _lane_ages(lane_age, cur, lanes)
     while a <= m:
-        _catch_up(ti, tf, ts, p, t, a, cur, cur_slot, lanes, ni, nf)
+        n = _expired(ts, p, t, a, cur, lanes)
+        ts[p, t, a] = cur
         for c in range(ni):
             k = live_i[p, c + 1]
             for ln in range(lanes):
-                ti[p, t, a, c, ln] += bi[s, k, ln]
+                x = ti[p, t, a, c, ln]
+                ti[p, t, a, c, ln] = (_U0 if lane_age[ln] < n else x) + bi[s, k, ln]
         for c in range(nf):
             k = live_f[p, c + 1]
             for ln in range(lanes):
-                tf[p, t, a, c, ln] += bf[s, k, ln]
+                y = tf[p, t, a, c, ln]
+                tf[p, t, a, c, ln] = (0.0 if lane_age[ln] < n else y) + bf[s, k, ln]
         if one:
             break
         a += a & (-a)
@@ -683,8 +688,9 @@ def run_mixed_ring(
     cnt_f = np.zeros(lanes, np.float64)
     coef_i = np.zeros(max(1, n_i), np.uint64)
     coef_f = np.zeros(max(1, n_f), np.float64)
+    lane_age = np.full(lanes + 1, -1, np.int64)  # (_lane_ages)
     scratch = (si, sf, bi, bf, bvar, bev, rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count,
-               ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f)
+               ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f, lane_age)
     _run_segments(
         times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
         prog, op_ptr, n_i, n_f,
@@ -712,7 +718,7 @@ def _run_segments(
     by ``max_batch`` and ``max_span`` there) allocated: no reference counts here, so the
     helpers inline at no cost."""
     (si, sf, bi, bf, bvar, bev, rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count,
-     ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f) = scratch
+     ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f, lane_age) = scratch
     n_pairs = pair_flags.shape[0]
     n_pos = plays.shape[0]
     block = vs.shape[1]  # as allocated: re-ranked when the events pass its end, about once per span
@@ -870,13 +876,13 @@ def _run_segments(
                             m = m_loc[p]
                             if fl & USE_PREFIX:
                                 _tree_query(bi, bf, nb, ti, tf, ts, p, 0, la[p, d], cur, lanes, live_i, live_f,
-                                            False)
+                                            False, lane_age)
                             if fl & USE_SUFFIX:
                                 _tree_query(bi, bf, nb, ti, tf, ts, p, 1, m - lb[p, d], cur, lanes, live_i, live_f,
-                                            False)
+                                            False, lane_age)
                             if (fl & USE_EQUAL) and leq[p, d] >= 0:
                                 _tree_query(bi, bf, nb, ti, tf, ts, p, 2, leq[p, d] + 1, cur, lanes, live_i, live_f,
-                                            True)
+                                            True, lane_age)
                     if blank:
                         continue
                     alive = False
@@ -926,11 +932,11 @@ def _run_segments(
                         for ln in range(lanes):
                             vf[p, d, c, ln] = bf[k, q, ln]
                     if fl & USE_PREFIX:
-                        _tree_insert(ti, tf, ts, p, 0, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, False)
+                        _tree_insert(ti, tf, ts, p, 0, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, False, lane_age)
                     if fl & USE_SUFFIX:
-                        _tree_insert(ti, tf, ts, p, 1, m - r, m, bi, bf, k, cur, lanes, live_i, live_f, False)
+                        _tree_insert(ti, tf, ts, p, 1, m - r, m, bi, bf, k, cur, lanes, live_i, live_f, False, lane_age)
                     if fl & USE_EQUAL:
-                        _tree_insert(ti, tf, ts, p, 2, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, True)
+                        _tree_insert(ti, tf, ts, p, 2, r + 1, m, bi, bf, k, cur, lanes, live_i, live_f, True, lane_age)
             if over:
                 failed = True
                 break
