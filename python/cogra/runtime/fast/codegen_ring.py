@@ -579,12 +579,12 @@ def _tree_walk(w: Any, t: int, tree_i: tuple, tree_f: tuple, step: str, line: An
     writes every lane (so the expired ones become zero plus the row's) and stamps the node
     with ``cur``.
 
-    The generic kernel (mixed_ring._catch_up) empties a stale node's expired lanes in a
-    branch per node and loops of varying length (big nodes are current, small ones mostly
-    stale, by many panes): q3's representatives' run took 61 ms per 200k rows that way, 49
-    masked.  (Emptying only the expired lanes around a plain loop took 79: they are many.)
-    Masked, a query reads a stale node without writing it back; the sums are the same (a
-    masked lane adds 0.0, as an emptied one did)."""
+    As the generic kernel's walks (mixed_ring._tree_query, _tree_insert; see there): the
+    expired lanes were emptied before in a branch per node and loops of varying length (big
+    nodes are current, small ones mostly stale, by many panes) -- q3's representatives' run
+    took 61 ms per 200k rows that way, 49 masked (emptying only the expired lanes around a
+    plain loop took 79: they are many).  A query reads a stale node without writing it
+    back; the sums are the same (a masked lane adds 0.0, as an emptied one did)."""
     with w.block():
         _expired_since(w, t)
         if insert:

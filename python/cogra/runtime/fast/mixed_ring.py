@@ -550,8 +550,8 @@ def _shift_stored(vi, vf, vs, n_pairs, shift, n_live, times, live_lo, slide, cur
     """A new rank block from position ``live_lo`` (``shift`` positions on): the stored
     vectors of its ``n_live`` live positions move to the front, their slots of the panes
     that expired since their insert emptied -- ``cur - pane`` slots ending at ``cur``'s,
-    one or two contiguous ranges (as :func:`_catch_up`, whose copy of this arithmetic stays
-    written out: shared through a helper returning the ranges, the trees ran ~4% slower)."""
+    one or two contiguous ranges (once per live vector and re-ranking: not worth masking,
+    as the tree walks do)."""
     cur_slot = cur % lanes
     for p in range(n_pairs):
         ni = live_i[p, 0]
