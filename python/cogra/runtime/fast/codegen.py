@@ -298,7 +298,7 @@ def generate(shape: Shape) -> str:
     w("from numba import njit")
     if s.saves:
         w("from cogra.runtime.fast.mixed_kernels import _rank_buffers, _window_ranks")
-        w("from cogra.runtime.fast.mixed_ring import _rebuild, _shift_stored")
+        w("from cogra.runtime.fast.mixed_ring import _expired, _lane_ages, _rebuild, _shift_stored")
     w("U0 = np.uint64(0)")
     w("U1 = np.uint64(1)")
     w(f"XMIN = np.int64({MIN_KEY_IDENTITY})")

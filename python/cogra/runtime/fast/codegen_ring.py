@@ -426,7 +426,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
         w("bev = np.zeros(max_batch, np.int64)")
         w(f"tot_i = np.zeros(({max(1, s.n_i)}, lanes), np.uint64)")
         w(f"tot_f = np.zeros(({max(1, s.n_f)}, lanes), np.float64)")
-        w("lane_age = np.empty(lanes, np.int64)  # per slot: how many panes before cur its pane is")
+        w("lane_age = np.full(lanes + 1, -1, np.int64)  # (mixed_ring._lane_ages)")
         w(f"ring_saving_loop({args}, redo, ci, cf, cpane, {scratch})")
     w()
     w(f"@njit(cache=True, fastmath=False{NO_REFCOUNTS_SOURCE})")
@@ -436,7 +436,6 @@ def write_ring_saving(w: Any, s: Any) -> None:
         w("n_pos = plays.shape[0]")
         w("block = vs.shape[1]")
         w("n_win = win_lo.shape[0]")
-        w("age_slot = -1")
         w("w = 0")
         w("while w < n_win:")
         with w.block():
@@ -484,13 +483,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
                         w("failed = True")
                         w("break")
                 w("slot = cur % lanes")
-                w("if slot != age_slot:")
-                with w.block():
-                    w("for ln in range(lanes):")
-                    with w.block():
-                        w("g = slot - ln")
-                        w("lane_age[ln] = g if g >= 0 else g + lanes")
-                    w("age_slot = slot")
+                w("_lane_ages(lane_age, cur, lanes)")
                 w("m = m_loc[0]")
                 w("nb = 0")
                 w("for e in range(i, j):")
@@ -561,15 +554,6 @@ def _clear_panes(w: Any, first: str, last: str, empty: Any) -> None:
             empty("ln")
 
 
-def _expired_since(w: Any, t: int) -> None:
-    """``n_exp``: how many of node ``a``'s lanes (of tree ``t``) hold panes that expired
-    since its last insert -- the slots of panes ``ts + 1 .. cur``, at most all of them."""
-    w(f"n_exp = cur - ts[0, {t}, a]")
-    w("if n_exp > lanes:")
-    with w.block():
-        w("n_exp = lanes")
-
-
 def _tree_walk(w: Any, t: int, tree_i: tuple, tree_f: tuple, step: str, line: Any, insert: bool) -> None:
     """The body of a walk over tree ``t``'s nodes from ``a``: ``line(kind, c, k, lane)`` over
     the lanes for each tree channel ``c`` (batch channel ``k``), with ``lane`` the node's
@@ -586,7 +570,7 @@ def _tree_walk(w: Any, t: int, tree_i: tuple, tree_f: tuple, step: str, line: An
     plain loop took 79: they are many).  A query reads a stale node without writing it
     back; the sums are the same (a masked lane adds 0.0, as an emptied one did)."""
     with w.block():
-        _expired_since(w, t)
+        w(f"n_exp = _expired(ts, 0, {t}, a, cur, lanes)")
         if insert:
             w(f"ts[0, {t}, a] = cur")
         for kind, tree in (("i", tree_i), ("f", tree_f)):
