@@ -135,3 +135,25 @@ def test_background_compile_serves_later_calls(reuse, monkeypatch, tmp_path) -> 
         got = cogra.evaluate(SLIDING, table)
         assert not generic
     assert_same_result(got, cogra.evaluate(SLIDING, table, compiled=False))
+
+
+def test_shape_keys_are_memoized_by_value(monkeypatch) -> None:
+    """A shape's module name is the hash of its repr, whichever equal shape object asks (the
+    memo is keyed by value), and a shape that differs in any field gets another name."""
+    import dataclasses
+    import hashlib
+
+    monkeypatch.setattr(codegen, "_KEYS", {})
+    shape = codegen.Shape(mode=0, nv=2, preds=((), (0, 1)), start=(0,), final=(1,), ops=(),
+                          n_i=1, n_f=0, x_is_min=(), pair_checks=())
+    expected = hashlib.sha256(repr(shape).encode()).hexdigest()[:20]
+    assert shape.key == expected
+    twin = dataclasses.replace(shape)
+    assert twin is not shape and twin.key == expected
+    assert dataclasses.replace(shape, n_f=1).key != expected
+    assert dataclasses.replace(shape, final=(0, 1)).key != expected
+    assert len(codegen._KEYS) == 3
+    monkeypatch.setattr(codegen, "_KEYS_MAX", 3)  # full: cleared before the next one
+    assert dataclasses.replace(shape, nv=3).key == hashlib.sha256(
+        repr(dataclasses.replace(shape, nv=3)).encode()).hexdigest()[:20]
+    assert len(codegen._KEYS) == 1
