@@ -89,10 +89,38 @@ def test_sparse_events_in_long_windows_are_counted_first() -> None:
     seg_ptr = np.array([0, 2, 3], np.int64)
     times = np.array([0, 10**9, 5], np.int64)
     active = np.array([True, True, False])
-    assert window_kernels.window_bound(seg_ptr, times, 10**4, 1) > 2 * len(times) + 4096
+    limit = window_kernels.WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096
+    assert window_kernels.window_bound(seg_ptr, times, 10**4, 1) > limit
     got = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, 10**4, 1))))
     assert got == direct(seg_ptr, times, active, 10**4, 1)
     assert len(got) == 2 * 10**4
+
+
+def test_a_few_windows_per_event_are_written_in_one_walk(monkeypatch) -> None:
+    """q2's shape (~4 windows per event, a tight bound) walks once, no count; where the
+    bound is loose (events in bursts), the windows come back without the bound's slack."""
+    from cogra.runtime.fast import window_kernels
+
+    def no_count(*args):
+        raise AssertionError("counted first")
+
+    monkeypatch.setattr(window_kernels, "count_windows", no_count)
+    rng = np.random.default_rng(3)
+    n = 3000
+    times = np.cumsum(rng.integers(30, 70, n)).astype(np.int64)  # sparse: 4 windows each
+    seg_ptr, active = np.array([0, n], np.int64), np.ones(n, bool)
+    bound = window_kernels.window_bound(seg_ptr, times, 40, 10)
+    assert 2 * n + 4096 < bound <= window_kernels.WALK_ONCE_WINDOWS_PER_EVENT * n + 4096
+    got = enumerate_int_windows(seg_ptr, times, active, 40, 10)
+    assert list(zip(*(a.tolist() for a in got))) == direct(seg_ptr, times, active, 40, 10)
+    assert all(a.base is not None and a.base.size == bound for a in got)  # views of the bound's arrays
+
+    bursts = np.array([0, 1, 2, 3, 10**6, 10**6 + 1], np.int64)  # by events: 8 windows each, 12 used
+    seg_ptr, active = np.array([0, 6], np.int64), np.ones(6, bool)
+    assert window_kernels.window_bound(seg_ptr, bursts, 8, 1) >= 2 * 12 + 1
+    got = enumerate_int_windows(seg_ptr, bursts, active, 8, 1)
+    assert list(zip(*(a.tolist() for a in got))) == direct(seg_ptr, bursts, active, 8, 1)
+    assert all(a.base is None for a in got)  # copied out of the loose bound's arrays
 
 
 @settings(max_examples=300, deadline=None)
