@@ -378,6 +378,70 @@ def test_key_groups_evaluated_in_time_slices_equal_the_whole_table(name, slice_r
     assert bool(sliced) == (slices is not None and slice_rows < 10**9)
 
 
+@pytest.mark.parametrize("settings, processors, slots", [
+    ({"master": "local[1]"}, 2, 1),
+    ({"master": "local"}, 8, 1),
+    ({"master": "local[2]"}, 2, 2),
+    ({"master": "local[ 3 , 4 ]"}, 8, 3),  # with retries
+    ({"master": "local[*]"}, 6, 6),
+    ({"master": "local[4]", "task_cpus": "2"}, 4, 2),
+    ({"master": "local-cluster[2, 3, 1024]"}, 8, 3),
+    ({"master": "local[1]", "executor_cores": "8"}, 2, 1),  # local mode ignores executor cores
+    ({"master": "yarn", "executor_cores": "4", "task_cpus": "2"}, 16, 2),
+    ({"master": "yarn"}, 16, None),  # the cluster manager's default: unknown here
+    ({"master": "spark://host:7077", "executor_cores": "x"}, 16, None),
+    ({"master": "local[x]"}, 2, None),
+    (None, 2, None),
+])
+def test_task_slots_from_the_session_settings(settings, processors, slots):
+    assert udtf_module.task_slots(settings, processors) == slots
+    spare = slots is not None and processors >= 2 * slots
+    want = udtf_module.SPARE_PROCESSOR_SLICE_ROWS if spare else udtf_module.SLICE_ROWS
+    assert udtf_module.slice_rows_for(settings, processors) == want
+
+
+def test_the_shim_passes_the_session_settings(spark):
+    """The settings the Python side reads to size its slices come from the session."""
+    settings = json.loads(spark._jvm.org.apache.spark.sql.cogra.MatchTrend.executorSettings())
+    assert settings == {"master": spark.sparkContext.master, "executor_cores": None,
+                        "task_cpus": spark.conf.get("spark.task.cpus", None)}
+    assert udtf_module.task_slots(settings, udtf_module.available_processors()) == 2  # local[2]
+
+
+@pytest.mark.parametrize("processors", [1, 2])
+def test_a_spare_processor_slices_open_groups(processors, monkeypatch):
+    """``local[1]`` with a second processor: an open key group is evaluated in slices of
+    SPARE_PROCESSOR_SLICE_ROWS rows as it arrives (same rows); with one, at its end."""
+    from cogra import datasets
+
+    query = STOCK_QUERY
+    table = datasets.stock(n_events=2400, seed=2, rate=0.3)  # ~2 hours: 10-minute windows complete
+    table = table.sort_by([("sector", "ascending"), ("time", "ascending")])
+    result = udtf_module.CograAnalyzeResult(
+        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)),
+        query=query, key_columns=("sector",),
+    )
+    monkeypatch.setattr(udtf_module, "available_processors", lambda: processors)
+    monkeypatch.setattr(udtf_module, "SPARE_PROCESSOR_SLICE_ROWS", 60)
+    monkeypatch.setenv(udtf_module.STREAMING_ENV, "0")
+    sliced = []
+    real = udtf_module._ChunkedEvaluator._slice_open_group
+
+    def spy(self):
+        sliced.append(self.slice_rows)
+        yield from real(self)
+
+    monkeypatch.setattr(udtf_module._ChunkedEvaluator, "_slice_open_group", spy)
+    options = {"on_overflow": "null", "executor": {"master": "local[1]", "executor_cores": None, "task_cpus": None}}
+    run = udtf_module.make_map_function(pickle.dumps(result), json.dumps(options))
+    got = pa.Table.from_batches(list(run(iter(table.to_batches(max_chunksize=50)))))
+    assert sliced == ([60] * len(sliced) if processors == 2 else [])
+    assert (len(sliced) > 3) == (processors == 2)
+    want = cogra.evaluate(query, table, on_overflow="null")
+    assert Rows(canonical(tuple(r.values()) for r in got.to_pylist())) == \
+        Rows(canonical(tuple(r.values()) for r in udtf_module._conform(want, got.schema).to_pylist()))
+
+
 def test_partition_function_freezes_the_live_heap():
     """PySpark's daemon runs a full gc.collect() after every task of a reused worker: the
     objects alive when a task starts (modules, kernels) are frozen out of its sight."""

@@ -1,5 +1,6 @@
 package org.apache.spark.sql.cogra
 
+import org.apache.spark.SparkEnv
 import org.apache.spark.api.python.PythonEvalType
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedAttribute}
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Expression, FunctionTableSubqueryArgumentExpression, NamedArgumentExpression, NamedExpression, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
@@ -63,6 +64,20 @@ private[cogra] object MatchTrend {
     plan(tables.head, analyzed, exec)
   }
 
+  /**
+   * The settings that say how many tasks an executor runs at once, as a JSON object of
+   * strings (null where unset): `master`, `executor_cores`, `task_cpus`. The Python side
+   * (`cogra.spark.udtf.task_slots`) reads them to tell whether each task has a processor
+   * to spare for the JVM side of the Arrow stream while the engine computes.
+   */
+  def executorSettings: String = {
+    val conf = Option(SparkEnv.get).map(_.conf)
+    def setting(key: String): String =
+      conf.flatMap(_.getOption(key)).map(PythonCommands.jsonString).getOrElse("null")
+    s"""{"master": ${setting("spark.master")}, "executor_cores": ${setting("spark.executor.cores")}, """ +
+      s""""task_cpus": ${setting("spark.task.cpus")}}"""
+  }
+
   private def nameOf(s: PythonUDTFSelectedExpression): String = (s.alias, s.expression) match {
     case (Some(a), _) => a
     case (None, a: UnresolvedAttribute) => a.nameParts.last
@@ -111,7 +126,8 @@ private[cogra] object MatchTrend {
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
     val options = "{" +
       s""""user_keys": [${userKeyNames.map(PythonCommands.jsonString).mkString(", ")}], """ +
-      s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}""" +
+      s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
+      s""""executor": ${executorSettings}""" +
       "}"
     val command = PythonCommands.udfCall(PythonModule, MapFactory, Seq(
       PythonCommands.Bytes(analyzed.pickledAnalyzeResult),
