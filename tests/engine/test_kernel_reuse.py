@@ -157,3 +157,78 @@ def test_shape_keys_are_memoized_by_value(monkeypatch) -> None:
     assert dataclasses.replace(shape, nv=3).key == hashlib.sha256(
         repr(dataclasses.replace(shape, nv=3)).encode()).hexdigest()[:20]
     assert len(codegen._KEYS) == 1
+
+
+def test_a_chunk_starts_the_window_kernel_compiling_in_the_background(reuse, monkeypatch, tmp_path) -> None:
+    """Spark evaluates a partition in slices and chunks of 8k-40k rows, none of which
+    reaches SPECIALIZE_MIN_EVENTS: the first large enough asks for the generated per-window
+    kernel to be compiled in the background, with the argument types of its later calls."""
+    import numba
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
+    monkeypatch.setattr(executor, "BACKGROUND_MIN_EVENTS", 1000)
+    requests = []
+    monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: requests.append((s, f, a)) or True)
+    table = stock(3000, rate=20.0)
+    expected = cogra.evaluate(TUMBLING, table, compiled=False)
+    cogra.evaluate(TUMBLING, table.slice(0, 500))
+    assert not requests  # below BACKGROUND_MIN_EVENTS
+    got = cogra.evaluate(TUMBLING, table)
+    assert requests and {f for _, f, _ in requests} == {"kernel"}
+    shape, _, args = requests[0]
+    # What the background process does (codegen._compile_requested); then the generated
+    # kernel runs, with no second compile: the requested types are the call's.
+    kernel = codegen._module_for(shape).kernel
+    kernel.compile(tuple(numba.typeof(a) for a in args))
+    ran = []
+    real_kernel_for = codegen.kernel_for
+    monkeypatch.setattr(codegen, "kernel_for", lambda s: ran.append(s) or real_kernel_for(s))
+    again = cogra.evaluate(TUMBLING, table)
+    assert [s.key for s in ran] and {s.key for s in ran} == {shape.key}
+    assert len(kernel.signatures) == 1
+    assert_same_result(got, expected)
+    assert_same_result(again, expected)
+
+
+def test_a_kernel_found_not_compiled_is_not_looked_for_again_at_once(reuse, monkeypatch, tmp_path) -> None:
+    """Finding out costs generating the source and reading the cache; Spark's slices ask
+    per call. The answer is trusted for RECHECK_SECONDS, per shape and function."""
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    shape = codegen.Shape(mode=0, nv=1, preds=((0,),), start=(0,), final=(0,), ops=(),
+                          n_i=1, n_f=0, x_is_min=(), pair_checks=())
+    looks = []
+    real_source_path = codegen._source_path
+    monkeypatch.setattr(codegen, "_source_path", lambda s: looks.append(s) or real_source_path(s))
+    assert not codegen.is_compiled(shape, "kernel") and len(looks) == 1
+    assert not codegen.is_compiled(shape, "kernel") and len(looks) == 1
+    assert not codegen.is_compiled(shape, "kernel_from") and len(looks) == 2
+    monkeypatch.setattr(codegen, "RECHECK_SECONDS", 0.0)
+    assert not codegen.is_compiled(shape, "kernel") and len(looks) == 3
+
+
+def test_a_failed_background_compile_keeps_its_lock(reuse, monkeypatch, tmp_path) -> None:
+    """Every Spark task's call would otherwise start another process that fails the same
+    way: the lock stays until it is stale."""
+    import os
+    import pickle
+    import subprocess
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    shape = codegen.Shape(mode=0, nv=1, preds=((0,),), start=(0,), final=(0,), ops=(),
+                          n_i=1, n_f=0, x_is_min=(), pair_checks=())
+    lock = codegen.cache_dir() / f"cogra_kernel_{shape.key}.no_such_function.compiling"
+    lock.write_bytes(pickle.dumps((shape, "no_such_function", ())))
+    with pytest.raises(AttributeError):
+        codegen._compile_requested(str(lock))
+    assert lock.exists()
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
+    assert not codegen.compile_in_background(shape, "no_such_function", ()) and not started
+    os.utime(lock, (0, 0))
+    assert codegen.compile_in_background(shape, "no_such_function", ()) and started

@@ -39,6 +39,12 @@ MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, 
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
 SPECIALIZE_MIN_EVENTS = 50_000
 """Inputs at least this large get a kernel generated for the query's shape (codegen)."""
+BACKGROUND_MIN_EVENTS = 8_192
+"""Smaller inputs that run the generic per-window kernel start from this size compiling
+the generated one in the background (:func:`codegen.compile_in_background`), for later
+calls: a Spark task evaluates a partition in slices and chunks of 8k-40k rows, none of
+which reaches SPECIALIZE_MIN_EVENTS, and on a machine where no larger input ever ran the
+query, q2 kept the generic kernel for good (~5x slower: 5.6 vs ~1.2 ms per 20k rides)."""
 
 
 class PairArrays(NamedTuple):
@@ -380,10 +386,11 @@ class FastExecutor:
                   self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
                   a_int, a_flt, a_valid, a_key, rows)
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-        specialized = self._specialized(len(rows), lo, hi)
+        generated = (times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi)
+        specialized = self._specialized(len(rows), lo, hi, lambda bound: (*generated, bound, *outs))
         if specialized is not None:
             kernel, rescale_above = specialized
-            kernel(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, lo, hi, rescale_above, *outs)
+            kernel(*generated, rescale_above, *outs)
         else:
             max_batch = self.max_batch_of(rows, plays)
             run_windows(*common, lo, hi, max_batch, *outs)
@@ -448,16 +455,24 @@ class FastExecutor:
             biggest = max(biggest, largest)
         return biggest
 
-    def _specialized(self, n_events, lo, hi):
-        """A generated kernel and its rescale bound, when it pays off and is safe."""
+    def _specialized(self, n_events: int, lo: np.ndarray, hi: np.ndarray,
+                     arguments: Callable[[float], tuple]):
+        """A generated kernel and its rescale bound, when it pays off and is safe; else
+        None, and from BACKGROUND_MIN_EVENTS on the kernel is compiled in the background
+        for later calls (``arguments(bound)``: the call's arguments, for their types)."""
         if self.kept or len(lo) == 0:
             return None
-        from cogra.runtime.fast.codegen import kernel_for, use_generated
+        from cogra.runtime.fast.codegen import compile_in_background, kernel_for, use_generated
 
-        if not use_generated(self.shape(), "kernel", n_events, SPECIALIZE_MIN_EVENTS):
-            return None
         bound = self.rescale_bound(lo, hi)
-        return None if bound is None else (kernel_for(self.shape()), bound)
+        if bound is None:
+            return None
+        shape = self.shape()
+        if use_generated(shape, "kernel", n_events, SPECIALIZE_MIN_EVENTS):
+            return kernel_for(shape), bound
+        if n_events >= BACKGROUND_MIN_EVENTS:
+            compile_in_background(shape, "kernel", arguments(bound))
+        return None
 
     def rescale_bound(self, lo: np.ndarray, hi: np.ndarray) -> float | None:
         """The generated kernels' rescale bound for windows ``[lo, hi)``, or None if no
