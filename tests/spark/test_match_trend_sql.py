@@ -423,6 +423,7 @@ def test_a_spare_processor_slices_open_groups(processors, monkeypatch):
     )
     monkeypatch.setattr(udtf_module, "available_processors", lambda: processors)
     monkeypatch.setattr(udtf_module, "SPARE_PROCESSOR_SLICE_ROWS", 60)
+    monkeypatch.setattr(udtf_module, "SLICE_SECONDS", 0.0)  # the pace's least rows, whatever the engine's speed
     monkeypatch.setenv(udtf_module.STREAMING_ENV, "0")
     sliced = []
     real = udtf_module._ChunkedEvaluator._slice_open_group
@@ -440,6 +441,35 @@ def test_a_spare_processor_slices_open_groups(processors, monkeypatch):
     want = cogra.evaluate(query, table, on_overflow="null")
     assert Rows(canonical(tuple(r.values()) for r in got.to_pylist())) == \
         Rows(canonical(tuple(r.values()) for r in udtf_module._conform(want, got.schema).to_pylist()))
+
+
+def test_slice_pace_holds_what_the_engine_evaluates_in_slice_seconds(monkeypatch):
+    """Costly rows slice at the least rows, cheap ones at more (up to the most): every
+    engine call has a fixed cost that small slices of cheap rows would mostly pay."""
+    monkeypatch.setattr(udtf_module, "SLICE_SECONDS", 0.008)
+    pace = udtf_module.SlicePace(least=8192, most=32768)
+    assert pace.slice_rows() == 8192  # nothing measured yet
+    pace.record(10_000, 5.0)  # a process's first call loads the kernels: left out
+    assert pace.slice_rows() == 8192
+    pace.record(20_000, 0.006)  # 0.3 us per row: 8 ms hold ~26.7k rows
+    assert pace.slice_rows() == 26_666
+    pace.record(10_000, 0.0001)  # very cheap: capped at the most
+    assert pace.slice_rows() == 32768
+    costly = udtf_module.SlicePace(least=8192, most=32768)
+    for _ in range(3):
+        costly.record(8192, 0.010)  # 1.2 us per row: 6.6k rows, so the least
+    assert costly.slice_rows() == 8192
+    # Recent calls weigh most: after cheap calls, the costly past fades.
+    for _ in range(10):
+        costly.record(8192, 0.0008)
+    assert costly.slice_rows() > 20_000
+    # The chunked evaluator takes its slices' size from the pace.
+    result = udtf_module.CograAnalyzeResult(
+        schema=udtf_module._spark_schema(cogra.result_schema(STOCK_QUERY, stock_table(10).schema)),
+        query=STOCK_QUERY, key_columns=("sector",))
+    chunks = udtf_module._ChunkedEvaluator(udtf_module._Evaluator(result, "null", pace=pace), ["sector"])
+    assert chunks.slice_rows == 32768 and chunks.slice_at == 32768
+    assert udtf_module.slice_pace(STOCK_QUERY, 60, 32768) is udtf_module.slice_pace(STOCK_QUERY, 60, 32768)
 
 
 def test_partition_function_freezes_the_live_heap():

@@ -30,6 +30,7 @@ import json
 import os
 import pickle
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -69,9 +70,12 @@ SLICE_ROWS = CHUNK_ROWS
 #: are sliced from this many rows on, so that the engine works on a group's first rows
 #: while the JVM, on the other processor, still sorts and encodes the rest -- instead of
 #: both waiting for each other at the group's end.  ``local[1]`` on two processors,
-#: medians of 16 interleaved runs: q3 8-11% faster, q1 4%, q3 tumbling unchanged, q2 3%
-#: slower (its 1M result rows, filtered per slice).
+#: medians of 16 interleaved runs: q3 8-11% faster, q1 4%, q3 tumbling unchanged.
 SPARE_PROCESSOR_SLICE_ROWS = 1 << 13
+#: ... or more: as many rows as the engine evaluates in about this long (:class:`SlicePace`;
+#: q3 stays at 8k rows, q2's cheap rows slice at ~26k: 129 -> 26 engine calls per 1M
+#: rides, its engine time 364 -> 211 ms in process, the query 2-7% faster on ``local[1]``).
+SLICE_SECONDS = 0.008
 
 USAGE = (
     f"{FUNCTION_NAME}(TABLE(t), 'RETURN ... PATTERN ...' "
@@ -254,14 +258,70 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     return table if table.schema.equals(target) else table.cast(target)
 
 
-class _Evaluator:
-    """Evaluates batches of one or more complete key groups with :func:`cogra.evaluate`."""
+class SlicePace:
+    """How many rows an open key group's slices hold where each task has a processor to
+    spare: as many as the engine evaluates in about SLICE_SECONDS, at the cost per row
+    measured so far in this worker for this query, from ``least`` to ``most`` rows.
 
-    def __init__(self, result: CograAnalyzeResult, on_overflow: str, drop: Sequence[str] = ()):
+    Every engine call has a fixed cost (plan set-up, sub-streams, result columns: ~1 ms
+    for q2, ~2 ms for q3) besides its cost per row.  A query whose rows are costly slices
+    at ``least`` rows (q3, a mixed-grained pattern over 60 sliding windows per event: ~1.2
+    µs per row), so that the engine works on a group's first rows while the JVM still
+    sends the rest (8-14% faster on ``local[1]``); one whose rows are cheap would mostly
+    pay calls at that size (q2, ~0.3 µs per row: 129 calls per 1M rides instead of 26, its
+    engine time 1.8-2.3x, the query 8% slower) and slices at 25-32k rows instead.
+
+    The cost per row is a decaying average over the calls (recent calls weigh most); a
+    process's first call, which loads the compiled kernels, is left out.
+    """
+
+    DECAY = 0.8
+
+    def __init__(self, least: int, most: int):
+        self.least, self.most = least, max(least, most)
+        self.calls = 0
+        self.rows = 0.0
+        self.seconds = 0.0
+
+    def record(self, rows: int, seconds: float) -> None:
+        """One engine call's input rows and time."""
+        self.calls += 1
+        if self.calls == 1 or rows <= 0:
+            return
+        self.rows = self.DECAY * self.rows + rows
+        self.seconds = self.DECAY * self.seconds + seconds
+
+    def slice_rows(self) -> int:
+        if self.rows <= 0 or self.seconds <= 0:
+            return self.least
+        return int(min(self.most, max(self.least, SLICE_SECONDS * self.rows / self.seconds)))
+
+
+_PACES: dict[tuple, SlicePace] = {}
+"""Per query (and bounds): its SlicePace, shared by the tasks of a reused worker."""
+
+
+def slice_pace(query: str, least: int, most: int) -> SlicePace:
+    key = (query, least, most)
+    pace = _PACES.get(key)
+    if pace is None:
+        if len(_PACES) >= 64:
+            _PACES.clear()
+        pace = _PACES[key] = SlicePace(least, most)
+    return pace
+
+
+class _Evaluator:
+    """Evaluates batches of one or more complete key groups with :func:`cogra.evaluate`;
+    each call's rows and time go to ``pace`` (when given)."""
+
+    def __init__(self, result: CograAnalyzeResult, on_overflow: str, drop: Sequence[str] = (),
+                 pace: SlicePace | None = None):
         self.result = result
         self.on_overflow = on_overflow
         self.drop = set(drop) | {FILTER_ALIAS}
         self.target = _target_schema(result)
+        self.pace = pace
 
     def prepare(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """Apply the pushed-down filter if it arrived as a column (plain UDTF route)."""
@@ -286,6 +346,7 @@ class _Evaluator:
         extra = [n for n in table.column_names if n in self.drop]
         if extra:
             table = table.drop_columns(extra)
+        started = time.perf_counter()
         out = cogra.evaluate(
             self.result.query,
             table,
@@ -293,6 +354,8 @@ class _Evaluator:
             time_column=self.result.time_column,
             on_overflow=self.on_overflow,
         )
+        if self.pace is not None:
+            self.pace.record(table.num_rows, time.perf_counter() - started)
         if select is not None:
             out = select(out)
         if out.num_rows:
@@ -333,10 +396,10 @@ class _ChunkedEvaluator:
     engine's per-call costs start to show.
 
     Under integral windows (``slices``) a key group need not be complete: once its open
-    rows reach ``slice_rows``, the windows complete by its last row are evaluated and the
-    rows no later window needs are dropped (:mod:`cogra.spark.slices`).  Memory is then
-    bounded by CHUNK_ROWS plus two windows' rows of one group; without windows, by
-    CHUNK_ROWS plus the largest key group.
+    rows reach ``slice_rows`` (or the evaluator's pace's, :class:`SlicePace`), the windows
+    complete by its last row are evaluated and the rows no later window needs are dropped
+    (:mod:`cogra.spark.slices`).  Memory is then bounded by CHUNK_ROWS plus two windows'
+    rows of one group; without windows, by CHUNK_ROWS plus the largest key group.
     """
 
     def __init__(self, evaluator: _Evaluator, key_columns: Sequence[str],
@@ -346,7 +409,7 @@ class _ChunkedEvaluator:
         self.keys = list(key_columns)
         self.chunk_rows = chunk_rows
         self.slices = slices
-        self.slice_rows = slice_rows
+        self.fixed_slice_rows = slice_rows
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
         self.last_keys: pa.RecordBatch | None = None
@@ -354,8 +417,13 @@ class _ChunkedEvaluator:
         """Offsets (in the pending rows) where a key group starts, after the first."""
         self.emitted_before: int | None = None
         """The first pending group's windows that start before this were emitted (sliced)."""
-        self.slice_at = slice_rows
+        self.slice_at = self.slice_rows
         """Open-group rows at which to try the next slice."""
+
+    @property
+    def slice_rows(self) -> int:
+        pace = self.evaluator.pace
+        return self.fixed_slice_rows if pace is None else pace.slice_rows()
 
     def _boundaries(self, batch: pa.RecordBatch) -> Any:
         """Offsets in ``batch`` where a new key group starts (0 = at its first row)."""
@@ -511,10 +579,11 @@ def make_map_function(analyze_result: bytes, options: str):
     user_keys = list(opts.get("user_keys", ()))
     on_overflow = opts.get("on_overflow", "error")
     slice_rows = slice_rows_for(opts.get("executor"))
+    pace = slice_pace(result.query, slice_rows, SLICE_ROWS) if slice_rows < SLICE_ROWS else None
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         start_task()
-        evaluator = _Evaluator(result, on_overflow, drop=user_keys)
+        evaluator = _Evaluator(result, on_overflow, drop=user_keys, pace=pace)
         it = iter(batches)
         if not user_keys and streaming_enabled():
             stream, first = _streaming_evaluation(evaluator, it)
