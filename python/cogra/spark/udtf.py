@@ -72,10 +72,14 @@ SLICE_ROWS = CHUNK_ROWS
 #: both waiting for each other at the group's end.  ``local[1]`` on two processors,
 #: medians of 16 interleaved runs: q3 8-11% faster, q1 4%, q3 tumbling unchanged.
 SPARE_PROCESSOR_SLICE_ROWS = 1 << 13
-#: ... or more: as many rows as the engine evaluates in about this long (:class:`SlicePace`;
-#: q3 stays at 8k rows, q2's cheap rows slice at ~26k: 129 -> 26 engine calls per 1M
-#: rides, its engine time 364 -> 211 ms in process, the query 2-7% faster on ``local[1]``).
-SLICE_SECONDS = 0.008
+#: ... or more: as many rows as the engine evaluates in about this long, a few times an
+#: engine call's fixed cost (:class:`SlicePace`).  q3 stays at 8k rows; q2's cheap rows
+#: slice at ~15k (70 engine calls per 1M rides instead of 129, its engine time in process
+#: 364 -> 308 ms), q1's at ~27k (75 calls per 2M rows instead of 204: 834 -> 333 ms).
+#: ``local[1]``, medians of 12 interleaved runs: with 8 ms, q2 2-7% faster than in fixed
+#: 8k-row slices but q1 5% slower (the finer slices' extra work ran on the spare
+#: processor and overlapped more); 4 ms against 8 ms: q1 3% faster, q2 the same.
+SLICE_SECONDS = 0.004
 
 USAGE = (
     f"{FUNCTION_NAME}(TABLE(t), 'RETURN ... PATTERN ...' "
@@ -267,9 +271,12 @@ class SlicePace:
     for q2, ~2 ms for q3) besides its cost per row.  A query whose rows are costly slices
     at ``least`` rows (q3, a mixed-grained pattern over 60 sliding windows per event: ~1.2
     µs per row), so that the engine works on a group's first rows while the JVM still
-    sends the rest (8-14% faster on ``local[1]``); one whose rows are cheap would mostly
-    pay calls at that size (q2, ~0.3 µs per row: 129 calls per 1M rides instead of 26, its
-    engine time 1.8-2.3x, the query 8% slower) and slices at 25-32k rows instead.
+    sends the rest (8-14% faster on ``local[1]`` than in 32k-row slices); one whose rows
+    are cheap would mostly pay calls at that size (q2 in 8k-row slices: 129 calls per 1M
+    rides instead of 26 in 32k-row ones, its engine time 1.8-2.3x, the query 8% slower)
+    and slices at more rows.  The extra calls of small slices run on the spare processor,
+    though, and partly overlap with the JVM (q1 was 5% faster in 8k slices than in 32k
+    ones, at 2.6x the engine time): hence a target of a few fixed costs, not many.
 
     The cost per row is a decaying average over the calls (recent calls weigh most); a
     process's first call, which loads the compiled kernels, is left out.
