@@ -193,14 +193,19 @@ def test_a_chunk_starts_the_window_kernel_compiling_in_the_background(reuse, mon
     assert_same_result(again, expected)
 
 
+def _one_variable_shape() -> "codegen.Shape":
+    """``A+`` counted: a shape no other test compiles."""
+    return codegen.Shape(mode=0, nv=1, preds=((0,),), start=(0,), final=(0,), ops=(),
+                         n_i=1, n_f=0, x_is_min=(), pair_checks=())
+
+
 def test_a_kernel_found_not_compiled_is_not_looked_for_again_at_once(reuse, monkeypatch, tmp_path) -> None:
     """Finding out costs generating the source and reading the cache; Spark's slices ask
     per call. The answer is trusted for RECHECK_SECONDS, per shape and function."""
     monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
     monkeypatch.setattr(codegen, "_LOADED", {})
     monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
-    shape = codegen.Shape(mode=0, nv=1, preds=((0,),), start=(0,), final=(0,), ops=(),
-                          n_i=1, n_f=0, x_is_min=(), pair_checks=())
+    shape = _one_variable_shape()
     looks = []
     real_source_path = codegen._source_path
     monkeypatch.setattr(codegen, "_source_path", lambda s: looks.append(s) or real_source_path(s))
@@ -220,8 +225,7 @@ def test_a_failed_background_compile_keeps_its_lock(reuse, monkeypatch, tmp_path
 
     monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
     monkeypatch.setattr(codegen, "_LOADED", {})
-    shape = codegen.Shape(mode=0, nv=1, preds=((0,),), start=(0,), final=(0,), ops=(),
-                          n_i=1, n_f=0, x_is_min=(), pair_checks=())
+    shape = _one_variable_shape()
     lock = codegen.cache_dir() / f"cogra_kernel_{shape.key}.no_such_function.compiling"
     lock.write_bytes(pickle.dumps((shape, "no_such_function", ())))
     with pytest.raises(AttributeError):

@@ -459,19 +459,18 @@ class FastExecutor:
                      arguments: Callable[[float], tuple]):
         """A generated kernel and its rescale bound, when it pays off and is safe; else
         None, and from BACKGROUND_MIN_EVENTS on the kernel is compiled in the background
-        for later calls (``arguments(bound)``: the call's arguments, for their types)."""
+        for later calls (``arguments(bound)``: the call's arguments, for their types; the
+        generic kernel needs no bound, so none is computed for it)."""
         if self.kept or len(lo) == 0:
             return None
         from cogra.runtime.fast.codegen import compile_in_background, kernel_for, use_generated
 
-        bound = self.rescale_bound(lo, hi)
-        if bound is None:
-            return None
         shape = self.shape()
         if use_generated(shape, "kernel", n_events, SPECIALIZE_MIN_EVENTS):
-            return kernel_for(shape), bound
+            bound = self.rescale_bound(lo, hi)
+            return None if bound is None else (kernel_for(shape), bound)
         if n_events >= BACKGROUND_MIN_EVENTS:
-            compile_in_background(shape, "kernel", arguments(bound))
+            compile_in_background(shape, "kernel", arguments(0.0))  # (only the types count)
         return None
 
     def rescale_bound(self, lo: np.ndarray, hi: np.ndarray) -> float | None:
