@@ -11,6 +11,7 @@ import pytest
 
 import cogra
 from cogra.datasets import stock
+from cogra.examples import Q3
 from cogra.runtime.fast import codegen, executor
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import forced
@@ -74,7 +75,7 @@ def _sliding_call(monkeypatch):
     shapes = []
     real_bg = codegen.compile_in_background
     monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: shapes.append(s) or False)
-    monkeypatch.setattr(sliding, "BACKGROUND_MIN_EVENTS", 0)
+    monkeypatch.setattr(codegen, "BACKGROUND_MIN_EVENTS", 0)
     monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)  # the generic kernel runs
     with forced():
         cogra.evaluate(SLIDING, stock(500, rate=20.0))
@@ -118,7 +119,7 @@ def test_background_compile_serves_later_calls(reuse, monkeypatch, tmp_path) -> 
 
     monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
     monkeypatch.setattr(codegen, "_LOADED", {})
-    monkeypatch.setattr(sliding, "BACKGROUND_MIN_EVENTS", 0)
+    monkeypatch.setattr(codegen, "BACKGROUND_MIN_EVENTS", 0)
     monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)
     shapes = []
     real_bg = codegen.compile_in_background
@@ -169,7 +170,7 @@ def test_a_chunk_starts_the_window_kernel_compiling_in_the_background(reuse, mon
     monkeypatch.setattr(codegen, "_LOADED", {})
     monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
     monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
-    monkeypatch.setattr(executor, "BACKGROUND_MIN_EVENTS", 1000)
+    monkeypatch.setattr(codegen, "BACKGROUND_MIN_EVENTS", 1000)
     requests = []
     monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: requests.append((s, f, a)) or True)
     table = stock(3000, rate=20.0)
@@ -236,3 +237,76 @@ def test_a_failed_background_compile_keeps_its_lock(reuse, monkeypatch, tmp_path
     assert not codegen.compile_in_background(shape, "no_such_function", ()) and not started
     os.utime(lock, (0, 0))
     assert codegen.compile_in_background(shape, "no_such_function", ()) and started
+
+
+Q3_TUMBLING = Q3.replace(" SLIDE 10 seconds", "")
+
+
+def _background_requests(monkeypatch, query: str, table, threshold: int) -> tuple:
+    """``(result, requests)``: the background compiles (shape, function, arguments) one
+    evaluation of ``query`` asks for -- none started --, with every generated run's own
+    size threshold out of reach and codegen.BACKGROUND_MIN_EVENTS at ``threshold``."""
+    from cogra.runtime.fast import sliding
+
+    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
+    monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)
+    monkeypatch.setattr(codegen, "BACKGROUND_MIN_EVENTS", threshold)
+    requests = []
+    monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: requests.append((s, f, a)) or True)
+    with _ring_if_sliding(query):
+        got = cogra.evaluate(query, table)
+    return got, requests
+
+
+def _ring_if_sliding(query: str):
+    """Sliding windows: the ring whatever the events per window (tumbling ones keep the
+    per-window kernels)."""
+    import contextlib
+
+    return forced() if "SLIDE" in query else contextlib.nullcontext([])
+
+
+@pytest.mark.parametrize("query, functions", [(Q3, {"ring_saving", "ring_loading"}),
+                                              (Q3_TUMBLING, {"kernel_loading"})], ids=["q3", "q3-tumbling"])
+def test_a_spark_sized_call_requests_the_generated_runs_it_skips(reuse, monkeypatch, tmp_path,
+                                                                 query, functions) -> None:
+    """Whether a call asks for a background compile depends on the call's rows, not on the
+    run's own positions: q3's representatives hold a tenth of a slice's events, and a
+    slice (~6k rows) never reached the 20k positions that used to be asked."""
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    table = stock(3000, rate=2.0)
+    _, requests = _background_requests(monkeypatch, query, table, table.num_rows + 1)
+    assert not requests
+    got, requests = _background_requests(monkeypatch, query, table, table.num_rows)
+    assert {f for _, f, _ in requests} == functions
+    assert_same_result(got, cogra.evaluate(query, table, compiled=False))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query, runs", [(Q3, ("ring_generated", "saving_generated")),
+                                         (Q3_TUMBLING, ("generated",))], ids=["q3", "q3-tumbling"])
+def test_the_requested_runs_serve_the_next_calls(reuse, monkeypatch, tmp_path, query, runs) -> None:
+    """Compiled for the requested types (what the background process does), the generated
+    runs serve the next call -- with no second compile: the types were the call's."""
+    import numba
+
+    from tests.engine.test_shared_rows import watched
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    table = stock(3000, rate=2.0)
+    _, requests = _background_requests(monkeypatch, query, table, 0)
+    compiled = []
+    for shape, function, args in requests:
+        dispatcher = getattr(codegen._module_for(shape), function)
+        dispatcher.compile(tuple(numba.typeof(a) for a in args))
+        compiled.append(dispatcher)
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    with _ring_if_sliding(query), watched() as seen:
+        got = cogra.evaluate(query, table)
+    assert all(seen[run] for run in runs), seen
+    assert all(len(d.signatures) == 1 for d in compiled)
+    assert_same_result(got, cogra.evaluate(query, table, compiled=False))

@@ -191,6 +191,30 @@ def use_generated(shape: Shape, function: str, n_events: int, min_events: int) -
 BACKGROUND_ENV = "COGRA_BACKGROUND_COMPILE"
 """Set to ``0`` to never start background compiles (:func:`compile_in_background`)."""
 STALE_LOCK_SECONDS = 900
+BACKGROUND_MIN_EVENTS = 8_192
+"""An engine call over at least this many events (its table's rows) that runs a generic
+kernel asks for the generated one in the background (:func:`generated_or_requested`).  A
+Spark task evaluates a partition in slices and chunks of ~6k-40k rows: none of them
+reaches the sizes that repay compiling in the foreground (``min_events``: 50k-1M), and a
+generated run's own positions can be far fewer than the call's (q3's representatives,
+a tenth of its stocks).  On a machine where no whole-table run ever compiled them, Spark
+kept the generic kernels for good: q2's per-window kernel (~5x slower per window), q1's
+sliding kernel (its partition loop ~1.45x slower), q3's representatives' ring run (26%
+slower), q3-tumbling's loading kernel (~1.3x)."""
+
+
+def generated_or_requested(shape: Shape, function: str, n_events: int, min_events: int,
+                           call_events: int, args: Callable[[], tuple]) -> bool:
+    """Whether to run the shape's generated ``function`` (:func:`use_generated`: ``n_events``
+    repay compiling it, or it is compiled already).  Where not, and the engine call holds
+    at least BACKGROUND_MIN_EVENTS events (``call_events``), its compile is requested in
+    the background for later calls (``args()``: this call's arguments, for their types --
+    built only then)."""
+    if use_generated(shape, function, n_events, min_events):
+        return True
+    if call_events >= BACKGROUND_MIN_EVENTS:
+        compile_in_background(shape, function, args())
+    return False
 
 
 def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:

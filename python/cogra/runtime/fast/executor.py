@@ -39,12 +39,6 @@ MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, 
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
 SPECIALIZE_MIN_EVENTS = 50_000
 """Inputs at least this large get a kernel generated for the query's shape (codegen)."""
-BACKGROUND_MIN_EVENTS = 8_192
-"""Smaller inputs that run the generic per-window kernel start from this size compiling
-the generated one in the background (:func:`codegen.compile_in_background`), for later
-calls: a Spark task evaluates a partition in slices and chunks of 8k-40k rows, none of
-which reaches SPECIALIZE_MIN_EVENTS, and on a machine where no larger input ever ran the
-query, q2 kept the generic kernel for good (~5x slower: 5.6 vs ~1.2 ms per 20k rides)."""
 
 
 class PairArrays(NamedTuple):
@@ -458,19 +452,19 @@ class FastExecutor:
     def _specialized(self, n_events: int, lo: np.ndarray, hi: np.ndarray,
                      arguments: Callable[[float], tuple]):
         """A generated kernel and its rescale bound, when it pays off and is safe; else
-        None, and from BACKGROUND_MIN_EVENTS on the kernel is compiled in the background
-        for later calls (``arguments(bound)``: the call's arguments, for their types; the
-        generic kernel needs no bound, so none is computed for it)."""
+        None, and the kernel may be compiled in the background for later calls
+        (:func:`codegen.generated_or_requested`; ``arguments(bound)``: the call's
+        arguments, for their types -- the generic kernel needs no bound, so none is
+        computed for it)."""
         if self.kept or len(lo) == 0:
             return None
-        from cogra.runtime.fast.codegen import compile_in_background, kernel_for, use_generated
+        from cogra.runtime.fast.codegen import generated_or_requested, kernel_for
 
         shape = self.shape()
-        if use_generated(shape, "kernel", n_events, SPECIALIZE_MIN_EVENTS):
+        if generated_or_requested(shape, "kernel", n_events, SPECIALIZE_MIN_EVENTS, self.engine.n,
+                                  lambda: arguments(0.0)):  # (only the types count)
             bound = self.rescale_bound(lo, hi)
             return None if bound is None else (kernel_for(shape), bound)
-        if n_events >= BACKGROUND_MIN_EVENTS:
-            compile_in_background(shape, "kernel", arguments(0.0))  # (only the types count)
         return None
 
     def rescale_bound(self, lo: np.ndarray, hi: np.ndarray) -> float | None:

@@ -346,14 +346,20 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
 
     live = tuple(tuple(int(k) for k in arr[1:1 + arr[0]]) for arr in (share.live_i, share.live_f, share.live_x))
     shape = fast.shape(loads=(share.var, *live))
-    if bound is None or not codegen.use_generated(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS):
+    if bound is None:
+        return None
+    e = fast.engine
+
+    def arguments(out: KernelOut) -> tuple:
+        return (e.time_np[rows], plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, fast.a_key,
+                rows, lo, hi, bound, out.i, out.f, out.x, out.e, out.r,
+                take_at, share.ci, share.cf, share.cx, share.ce, share.cr)
+
+    if not codegen.generated_or_requested(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS, e.n,
+                                          lambda: arguments(KernelOut.zeros(0, fast.chan))):  # (the types)
         return None
     out = KernelOut.zeros(len(lo), fast.chan)
-    e = fast.engine
-    codegen.kernel_loading_for(shape)(
-        e.time_np[rows], plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-        lo, hi, bound, out.i, out.f, out.x, out.e, out.r,
-        take_at, share.ci, share.cf, share.cx, share.ce, share.cr)
+    codegen.kernel_loading_for(shape)(*arguments(out))
     return out
 
 

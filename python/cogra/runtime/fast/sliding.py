@@ -49,11 +49,9 @@ SPECIALIZE_MIN_EVENTS = 1_000_000
 """Inputs at least this large run the kernel generated for the query's shape
 (:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
 time a shape is seen on a machine (numba then caches it on disk).  Smaller inputs run it
-too once it is compiled (:func:`codegen.is_compiled`).  Tests lower it."""
-BACKGROUND_MIN_EVENTS = 20_000
-"""Inputs this large that run the generic kernel start compiling the generated one in the
-background (:func:`codegen.compile_in_background`; off in tests, ``COGRA_BACKGROUND_COMPILE=0``
-turns it off)."""
+too once it is compiled (:func:`codegen.is_compiled`), and smaller Spark-sized calls
+request its compile in the background (:func:`codegen.generated_or_requested`).  Tests
+lower it."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
 about 10 ns per (window, event) pair (measured on the stock data, one variable): below
@@ -92,11 +90,6 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     from cogra.runtime.fast import codegen
 
     kernel_shape = fast.shape()
-    generated = codegen.use_generated(kernel_shape, "run_sliding", len(subs.rows), SPECIALIZE_MIN_EVENTS)
-    if generated:
-        # Large inputs (or any, once compiled): the same kernel with its pane update and
-        # map application generated for the query's shape (codegen; cached on disk).
-        kernel = codegen.sliding_for(kernel_shape)
     slide, panes = shape
     seg, k = _in_walk_order(seg, start, slide)
     if seg is None:
@@ -117,9 +110,11 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
         fast.max_batch_of(rows, plays), max_panes,
         out.i, out.f, out.x, out.e, out.r, seg_done,
     )
-    if not generated and len(subs.rows) >= BACKGROUND_MIN_EVENTS:
-        # A chunk of a large input, probably: have the generated kernel ready next time.
-        codegen.compile_in_background(kernel_shape, "run_sliding", args)
+    if codegen.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
+                                      engine.n, lambda: args):
+        # Large inputs (or any, once compiled): the same kernel with its pane update and
+        # map application generated for the query's shape (codegen; cached on disk).
+        kernel = codegen.sliding_for(kernel_shape)
     kernel(*args)
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
@@ -264,21 +259,23 @@ def _build_shared_shape(fast: Any, var: int):
 def _generated(fast: Any, var: int, function: str, n_positions: int) -> tuple[Any, bool] | None:
     """``(shape, whether to run its generated function)`` for the ring's generated runs of
     shared variable ``var``: run where the input is large enough to repay compiling it or
-    it is compiled already (:func:`codegen.use_generated`); None where it is neither and too
-    small to start its compile in the background either (below BACKGROUND_MIN_EVENTS)."""
+    it is compiled already (:func:`codegen.use_generated`); None where it is neither and
+    the engine's call too small to request its compile in the background either
+    (:data:`codegen.BACKGROUND_MIN_EVENTS`: the call's events, not the run's positions)."""
     from cogra.runtime.fast import codegen
     from cogra.runtime.fast.executor import SPECIALIZE_MIN_EVENTS
 
     shape = _shared_shape(fast, var)
     generated = codegen.use_generated(shape, function, n_positions, SPECIALIZE_MIN_EVENTS)
-    if not generated and n_positions < BACKGROUND_MIN_EVENTS:
+    if not generated and fast.engine.n < codegen.BACKGROUND_MIN_EVENTS:
         return None
     return shape, generated
 
 
 def _run_generated(shape: Any, generated: bool, function: str, args: tuple) -> bool:
-    """Run the shape's generated ``function`` on ``args``, or (not ``generated``) compile it
-    in the background for the next call -- a Spark task's partition, probably.  Whether it ran."""
+    """Run the shape's generated ``function`` on ``args``, or (not ``generated``) request its
+    compile in the background for the next call -- a Spark task's slice, probably.  Whether
+    it ran."""
     from cogra.runtime.fast import codegen
 
     if not generated:
@@ -293,8 +290,8 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
                       share: Any) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` loading the shared variable, with the run generated for the query's
     shape (:mod:`codegen_ring`, ~2x faster), or None: where the input is too small to repay
-    compiling it (unless compiled already; from BACKGROUND_MIN_EVENTS positions on it is
-    compiled in the background for the next call), or a batch it does not take (the
+    compiling it (unless compiled already; from :data:`codegen.BACKGROUND_MIN_EVENTS`
+    events in the call on, it is compiled in the background for the next call), or a batch it does not take (the
     generic kernel runs instead).  Its windows need nothing redone then."""
     found = _generated(fast, share.var, "ring_loading", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
