@@ -310,3 +310,42 @@ def test_the_requested_runs_serve_the_next_calls(reuse, monkeypatch, tmp_path, q
     assert all(seen[run] for run in runs), seen
     assert all(len(d.signatures) == 1 for d in compiled)
     assert_same_result(got, cogra.evaluate(query, table, compiled=False))
+
+
+def test_a_streamed_chunk_requests_the_continuing_kernel(reuse, monkeypatch, tmp_path) -> None:
+    """An unkeyed query streams a Spark partition chunk by chunk (cogra.runtime.stream):
+    its chunks ask for the generated kernel that continues windows, as the other routes'
+    calls ask for theirs, with the types of its later calls."""
+    import numba
+
+    from cogra.runtime.stream import StreamEvaluation
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
+    requests = []
+    monkeypatch.setattr(codegen, "compile_in_background", lambda s, f, a: requests.append((s, f, a)) or True)
+    query = ("RETURN COUNT(*), SUM(S.volume), MAX(S.price) PATTERN Stock S+ SEMANTICS skip-till-next-match "
+             "WITHIN 10 seconds")
+    table = stock(3000, rate=20.0)
+
+    def streamed(chunk: int):
+        stream = StreamEvaluation(cogra.plan(query, table.schema), table.schema)
+        for batch in table.to_batches(max_chunksize=chunk):
+            stream.push(batch)
+        return stream.finish()
+
+    monkeypatch.setattr(codegen, "BACKGROUND_MIN_EVENTS", 1000)
+    expected = streamed(500)
+    assert not requests  # every chunk below BACKGROUND_MIN_EVENTS
+    assert_same_result(streamed(1500), expected)
+    assert requests and {f for _, f, _ in requests} == {"kernel_from"}
+    shape, _, args = requests[0]
+    kernel = codegen._module_for(shape).kernel_from
+    kernel.compile(tuple(numba.typeof(a) for a in args))  # what the background process does
+    ran = []
+    real = codegen.kernel_from_for
+    monkeypatch.setattr(codegen, "kernel_from_for", lambda s: ran.append(s) or real(s))
+    assert_same_result(streamed(1500), expected)
+    assert ran and len(kernel.signatures) == 1

@@ -331,12 +331,16 @@ class StreamEvaluation:
         rows = subs.rows
         times = engine.time_np[rows]
         lo, hi = wins.lo.astype(np.int64), wins.hi.astype(np.int64)
-        if len(rows) >= fast_executor.SPECIALIZE_MIN_EVENTS:  # the query's generated kernel pays off
-            from cogra.runtime.fast.codegen import kernel_from_for
+        from cogra.runtime.fast import codegen
 
-            kernel_from_for(fast.shape())(times, subs.bits, fast.pair_ok[rows], fast.a_int, fast.a_flt,
-                                          fast.a_valid, fast.a_key, rows, lo, hi,
-                                          st_i, st_f, st_x, st_r, st_e)
+        shape = fast.shape()
+        generated_args = (times, subs.bits, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid,
+                          fast.a_key, rows, lo, hi, st_i, st_f, st_x, st_r, st_e)
+        # The query's generated kernel where it pays off or is compiled (else requested in
+        # the background for the next chunks, as the other generated kernels).
+        if codegen.generated_or_requested(shape, "kernel_from", len(rows), fast_executor.SPECIALIZE_MIN_EVENTS,
+                                          engine.n, lambda: generated_args):
+            codegen.kernel_from_for(shape)(*generated_args)
         else:
             run_windows_from(fast.mode, times, subs.bits, fast.pair_ok[rows], nv, fast.pred_ptr,
                              fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr,
