@@ -16,6 +16,7 @@ Bound expressions refer to attributes as ``Column(attr, table="cur" | "next")``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import pyarrow as pa
 import sqlglot.expressions as exp
@@ -74,12 +75,23 @@ class BoundQuery:
     def pair_predicates(self, u: int, v: int) -> tuple[AdjacentPredicate, ...]:
         return tuple(p for p in self.adjacent if p.prev == u and p.next == v)
 
-    @property
+    @cached_property
+    def memo(self) -> dict:
+        """What later stages derive from this bound query alone (the runtime's layout and
+        window spec, the compiled executor's channel layouts and kernel shapes), built once
+        per bound query: a Spark worker evaluates one plan per slice and chunk (cogra.api
+        caches plans by query text and schema), and rebuilding them was ~10-15% of a small
+        call.  Keys are the deriving module's; values must not be mutated."""
+        return {}
+
+    # (cached: a Spark worker evaluates one bound query per slice and chunk, and the
+    # engine asks these on every call -- sqlglot walks of every condition.)
+    @cached_property
     def kept_variables(self) -> frozenset[int]:
         """Variables whose events a predicate on adjacent events reads later (event-grained)."""
         return frozenset(p.prev for p in self.adjacent if p.uses_prev)
 
-    @property
+    @cached_property
     def columns_used(self) -> tuple[str, ...]:
         """Every input column the query reads (for projection pushdown)."""
         cols: dict[str, None] = {self.time_column: None}
@@ -101,6 +113,14 @@ class BoundQuery:
             for c in p.expression.find_all(exp.Column):
                 cols[c.name] = None
         return tuple(cols)
+
+    @cached_property
+    def predicate_columns(self) -> tuple[str, ...]:
+        """The columns the local and adjacent predicates read, sorted."""
+        return tuple(sorted(
+            {c.name for exprs in self.local for e in exprs for c in e.find_all(exp.Column)}
+            | {c.name for p in self.adjacent for c in p.expression.find_all(exp.Column)}
+        ))
 
 
 def kind_of_type(t: pa.DataType) -> str:

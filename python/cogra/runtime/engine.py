@@ -25,7 +25,6 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from sqlglot.expressions import Column
 
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
@@ -261,13 +260,12 @@ class Engine:
         self.table = table if ordered else table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
         self.n = self.table.num_rows
         self.time_np = self._numeric_times()
-        self.windows = WindowSpec.of(b.query.window, b.time_type)
-        self.layout = Layout(b.query, b.automaton.names, b.schema)
-        pred_columns = sorted(
-            {c.name for exprs in b.local for e in exprs for c in e.find_all(Column)}
-            | {c.name for p in b.adjacent for c in p.expression.find_all(Column)}
-        )
-        self.columns = {name: numpy_column(self.table.column(name)) for name in pred_columns}
+        memo = b.memo  # (built once per bound query: cogra.analysis.binding.BoundQuery.memo)
+        if "engine" not in memo:
+            memo["engine"] = (WindowSpec.of(b.query.window, b.time_type),
+                              Layout(b.query, b.automaton.names, b.schema))
+        self.windows, self.layout = memo["engine"]
+        self.columns = {name: numpy_column(self.table.column(name)) for name in b.predicate_columns}
         self.pairs = PairPredicates(b, self.columns)
         self.plays_mask, self.irrelevant = self._plays_masks()
         self.use_fast = fast

@@ -77,8 +77,20 @@ class FastExecutor:
         never_negative = self._never_negative_sums(engine, streaming)
         self.approximate = self._approximate_slots(engine.layout, never_negative)
         self.split, self.inexact = self._wide_float_sums(engine, streaming, self.approximate)
-        self.chan = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact,
-                                   never_negative, self.approximate)
+        # The channel layout and what follows from it alone (live channels, kernel shapes)
+        # are built once per bound query and encoding (BoundQuery.memo): the encoding
+        # decisions above are the only data they depend on.
+        self._memo_key = ("fast", self.split, self.inexact, never_negative, self.approximate)
+        memo = b.memo.setdefault(self._memo_key, {})
+        if "chan" not in memo:
+            memo["chan"] = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact,
+                                          never_negative, self.approximate)
+        self.chan = memo["chan"]
+        self.shapes: dict = memo.setdefault("shapes", {})
+        """Shapes built for this query and encoding, by what they were built from
+        (:meth:`shape`'s arguments; ``sliding._shared_shape``'s): the ring asks once per
+        batch of groups, and every call of a Spark worker's slices would rebuild them."""
+        self._memo = memo
         self._attribute_arrays(engine.table)
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
@@ -100,9 +112,6 @@ class FastExecutor:
         if self.kept:
             self._indexed_pairs()
         self._per_positions: dict = {}
-        self.shapes: dict = {}
-        """Shapes built for this executor, by what they were built from (:meth:`shape`'s
-        arguments; ``sliding._shared_shape``'s): the ring asks once per batch of groups."""
 
     def _indexed_pairs(self) -> None:
         """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
@@ -142,7 +151,9 @@ class FastExecutor:
         self.q_a, self.q_b, self.q_eq = stack(q_a, np.int64), stack(q_b, np.int64), stack(q_eq, np.int64)
         self.g_valid = stack(g_valid, np.bool_)
         self.kept_bits = np.uint64(sum(1 << u for u in self.kept))
-        self.var_live_i, self.var_live_f, self.var_live_x = self._live_channels()
+        if "live" not in self._memo:
+            self._memo["live"] = self._live_channels()
+        self.var_live_i, self.var_live_f, self.var_live_x = self._memo["live"]
         # Per indexed pair (u, v): the channels of u's states, which its Fenwick nodes carry.
         owner = np.zeros(max(1, len(self.pair_flags)), np.int64)
         us, vs = np.nonzero(self.pair_of >= 0)
