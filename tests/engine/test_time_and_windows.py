@@ -332,8 +332,8 @@ def test_row_order_does_not_matter(order: str) -> None:
 
 def test_windows_that_cannot_finish_a_trend_are_not_evaluated(monkeypatch) -> None:
     # SEQ(A, B): windows holding only Bs, or an A after the last B, hold no trend; they
-    # are dropped before the kernels (Engine._windows_that_may_finish), and the result is
-    # the same as evaluating them.
+    # are dropped before the kernels (as they are enumerated: Engine._finish_ends), and
+    # the result is the same as evaluating them.
     import pyarrow as pa
 
     import cogra
@@ -349,7 +349,7 @@ def test_windows_that_cannot_finish_a_trend_are_not_evaluated(monkeypatch) -> No
         engine = Engine(cogra.plan(query, table.schema), table, fast=fast)
         got = engine.result_table(on_overflow="null")
         evaluated = engine.stats["windows"]
-        monkeypatch.setattr(Engine, "_windows_that_may_finish", lambda self, subs, wins: wins)
+        monkeypatch.setattr(Engine, "_finish_ends", lambda self, subs: None)
         engine = Engine(cogra.plan(query, table.schema), table, fast=fast)
         every = engine.result_table(on_overflow="null")
         monkeypatch.undo()

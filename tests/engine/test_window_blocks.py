@@ -45,6 +45,24 @@ def test_blocks_partition_the_windows_by_start_ranges(inputs, block) -> None:
         assert max(t[1] for t in before) < min(t[1] for t in after)
 
 
+@settings(max_examples=200, deadline=None)
+@given(inputs=walk_inputs(max_segments=5, span=60, max_events=25), block=st.integers(1, 20), data=st.data())
+def test_filtered_blocks_hold_the_windows_that_may_finish(inputs, block, data) -> None:
+    from cogra.runtime.fast.window_kernels import trend_ends
+
+    seg_ptr, times, active, size, step = inputs
+    n = len(times)
+    plays = np.array(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.uint64)
+    ends = trend_ends(plays, np.uint64(1), np.uint64(2))
+    want = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step, ends))))
+    with blocks_of(block):
+        blocks = window_blocks.blocks(seg_ptr, times, active, size, step, ends)
+        if blocks is None:
+            return
+        blocks = [list(zip(*(a.tolist() for a in b))) for b in blocks]
+    assert sorted(t for b in blocks for t in b) == want  # (walk order: by segment, then start)
+
+
 def test_a_start_shared_by_many_windows_is_not_split() -> None:
     # 50 segments with one event each at time 0: each start's windows (one per segment)
     # are more than a block and stay together.

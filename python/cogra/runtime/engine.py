@@ -493,14 +493,18 @@ class Engine:
         where idle ones matter)."""
         return np.ones(len(subs.bits), bool) if self.idle_events_matter else subs.bits != 0
 
-    def window_ranges(self, subs: SubStreams) -> "Windows":
-        """Every window of every sub-stream that holds an active event."""
+    def window_ranges(self, subs: SubStreams, finishing: bool = False) -> "Windows":
+        """Every window of every sub-stream that holds an active event; ``finishing``: only
+        those that may hold a finished trend (:meth:`_windows_that_may_finish`, filtered
+        as the windows are enumerated where they are integral)."""
         active = self._active_events(subs)
         times = self.time_np[subs.rows]
         if is_integral(self.windows, self.bound.time_type):
-            seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows)
+            ends = self._finish_ends(subs) if finishing and self.windows.size is not None else None
+            seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows, ends)
             size = None if self.windows.size is None else int(self.windows.size)
-            return Windows(seg, lo, hi, start=start, size=size)
+            wins = Windows(seg, lo, hi, start=start, size=size)
+            return wins if ends is not None or not finishing else self._windows_that_may_finish(subs, wins)
         # Fractional windows or float times: exact arithmetic in Python.
         segs, bounds, los, his = [], [], [], []
         exact = self.times
@@ -525,28 +529,38 @@ class Engine:
         variables: sub-streams that share a kept variable's totals
         (:mod:`cogra.runtime.fast.shared_rows`) walk their windows side by side, and a
         window one of them drops may be one another reads."""
-        if (wins.start is None or wins.exact_bounds is not None or not len(wins.seg)
-                or self.bound.kept_variables):
+        if wins.start is None or wins.exact_bounds is not None or not len(wins.seg):
             return wins
+        ends = self._finish_ends(subs)
+        if ends is None:
+            return wins
+        from cogra.runtime.fast.window_kernels import kept_windows, may_finish
+
+        keep = may_finish(*ends, np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
+        if keep.all():
+            return wins
+        arrays = (np.asarray(x, np.int64) for x in (wins.seg, wins.start, wins.lo, wins.hi))
+        seg, start, lo, hi = kept_windows(keep, *arrays)
+        return Windows(seg, lo, hi, start=start, size=wins.size)
+
+    def _finish_ends(self, subs: SubStreams) -> tuple[np.ndarray, np.ndarray] | None:
+        """:func:`window_kernels.trend_ends` of the sub-streams' positions, which decide
+        whether a window may finish (:meth:`_windows_that_may_finish`), or None where no
+        window is dropped: with kept variables, or where every window holds a trend."""
+        if self.bound.kept_variables:
+            return None
         a = self.bound.automaton
         if set(a.start) == set(a.final) == set(range(len(a.names))) and not self.idle_events_matter:
             # Every event that plays a variable may start and finish a trend (A+), and
             # every window holds one: nothing to drop (the pass took 7 ms per 1.9M windows).
-            return wins
-        from cogra.runtime.fast.window_kernels import kept_windows, may_finish
-
+            return None
         if self._trend_ends is None or self._trend_ends[0] is not subs.bits:
             # per event, once per evaluation (its blocks of windows share it)
             from cogra.runtime.fast.window_kernels import trend_ends
 
             self._trend_ends = subs.bits, trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
                                                      np.uint64(sum(1 << v for v in a.final)))
-        keep = may_finish(*self._trend_ends[1], np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
-        if keep.all():
-            return wins
-        arrays = (np.asarray(x, np.int64) for x in (wins.seg, wins.start, wins.lo, wins.hi))
-        seg, start, lo, hi = kept_windows(keep, *arrays)
-        return Windows(seg, lo, hi, start=start, size=wins.size)
+        return self._trend_ends[1]
 
     def _window_blocks(self, subs: SubStreams, fast: Any) -> "Iterator[Windows] | None":
         """The windows that may finish, enumerated block by block of starts
@@ -565,11 +579,10 @@ class Engine:
         if window_blocks.too_few(subs.seg_ptr, times, size, step):
             return None
         active = self._active_events(subs)
-        blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step)
+        blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step, self._finish_ends(subs))
         if blocks is None:
             return None
-        return (self._windows_that_may_finish(subs, Windows(seg, lo, hi, start=start, size=size))
-                for seg, start, lo, hi in blocks)
+        return (Windows(seg, lo, hi, start=start, size=size) for seg, start, lo, hi in blocks)
 
     # -- evaluation -------------------------------------------------------------------------
     def _python_state(self, subs: SubStreams, lo: int, hi: int) -> list | None:
@@ -606,7 +619,7 @@ class Engine:
             table = self._table_by_blocks(fast, subs, blocks, on_overflow, metadata)
             if table is not None:
                 return table  # else an overflow to report: the row path words it
-        wins = self._windows_that_may_finish(subs, self.window_ranges(subs))
+        wins = self.window_ranges(subs, finishing=True)
         if fast is not None and len(wins.seg) and blocks is None:
             from cogra.runtime.fast import finish
 

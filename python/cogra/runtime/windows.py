@@ -57,12 +57,14 @@ def is_integral(spec: WindowSpec, time_type: pa.DataType) -> bool:
     return integer_time and spec.size.denominator == 1 and spec.step.denominator == 1
 
 
-def enumerate_windows(seg_ptr, times, active, spec: WindowSpec):
+def enumerate_windows(seg_ptr, times, active, spec: WindowSpec, ends=None):
     """All (segment, window) pairs holding an active event, with their event ranges.
 
     Returns int64 arrays ``seg, start, lo, hi``: window ``[start, start + size)`` of
     segment ``seg`` covers events ``lo .. hi-1``.  Without WITHIN: one window per
-    segment with an active event (``start`` is 0 and unused).
+    segment with an active event (``start`` is 0 and unused).  ``ends``
+    (:func:`~cogra.runtime.fast.window_kernels.trend_ends`): under WITHIN, only the
+    windows that may hold a finished trend.
     """
     import numpy as np
 
@@ -72,10 +74,10 @@ def enumerate_windows(seg_ptr, times, active, spec: WindowSpec):
         seg = np.flatnonzero((np.diff(seg_ptr) > 0) & (counts > 0) if len(seg_ptr) > 1 else np.zeros(0, bool))
         return seg.astype(np.int64), np.zeros(len(seg), np.int64), seg_ptr[seg], seg_ptr[seg + 1]
     return _enumerate_int_windows(seg_ptr, np.asarray(times, dtype=np.int64), active,
-                                  int(spec.size), int(spec.step))
+                                  int(spec.size), int(spec.step), ends)
 
 
-def _enumerate_int_windows(seg_ptr, times, active, size, step):
-    from cogra.runtime.fast.window_kernels import enumerate_int_windows
+def _enumerate_int_windows(seg_ptr, times, active, size, step, ends=None):
+    from cogra.runtime.fast.window_kernels import NO_ENDS, enumerate_int_windows
 
-    return enumerate_int_windows(seg_ptr, times, active, size, step)
+    return enumerate_int_windows(seg_ptr, times, active, size, step, NO_ENDS if ends is None else ends)

@@ -56,10 +56,13 @@ def too_few(seg_ptr: np.ndarray, times: np.ndarray, size: int, step: int) -> boo
 
 
 def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int, step: int,
+           ends: tuple[np.ndarray, np.ndarray] | None = None,
            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None:
     """The windows of :func:`window_kernels.enumerate_int_windows` as blocks ``(seg,
     start, lo, hi)`` whose starts lie in consecutive ranges, in that order, each in walk
-    order; None when there are fewer than :data:`MIN_BLOCKS` blocks' worth.
+    order; None when there are fewer than :data:`MIN_BLOCKS` blocks' worth.  ``ends``
+    (:func:`window_kernels.trend_ends`): only the windows that may finish are written
+    (blocks are sized by all windows: a block may then be empty).
 
     A block spans ``width`` window indices ``k``, first the whole span's average for a
     block of :data:`BLOCK_WINDOWS`, then scaled by the last block's count (bursts and
@@ -84,7 +87,8 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
                 n = window_kernels.count_windows(seg_ptr, times, active, size, step, k_from + width, state)
             k_to = k_from + width
             if n:
-                yield window_kernels.write_windows(seg_ptr, times, active, size, step, k_to, state, n)
+                yield window_kernels.write_windows(seg_ptr, times, active, size, step, k_to, state, n,
+                                                   window_kernels.NO_ENDS if ends is None else ends)
             k_from = k_to
             width = max(1, min(4 * width, width * BLOCK_WINDOWS // max(n, 1)))
 

@@ -10,10 +10,21 @@ NO_WINDOW_YET = np.iinfo(np.int64).min
 LAST_WINDOW = np.iinfo(np.int64).max
 
 
+NO_ENDS = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+"""``ends`` of a walk that keeps every window (:func:`_walk`)."""
+
+
 @njit(cache=True)
-def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_out, lo_out, hi_out):
+def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_out, lo_out, hi_out,
+          first_start, last_final):
     """Counts (``emit`` False) or writes the windows ``k < k_to`` (start ``k * step``) of
     every segment, resuming where ``state`` says; times ascend within a segment.
+
+    A walk that writes keeps only the windows that may hold a finished trend
+    (:func:`may_finish` over :func:`trend_ends`' ``first_start``, ``last_final``) where
+    those are given (not empty): q2 as printed has 2.68M windows per 1M rides, 1.16M of
+    which may finish -- writing the others, then filtering and copying the rest, took as
+    long as its kernel.  A count counts them all (it has no event ranges): a bound.
 
     ``state[s]`` = (next event, first window not yet written, lo, hi) of segment ``s``:
     a walk that writes leaves it at the first window ``>= k_to``, so that windows can be
@@ -28,6 +39,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
     n = 0
     whole = size % step == 0
     span = size // step
+    filtered = first_start.shape[0] > 0
     for s in range(seg_ptr.shape[0] - 1):
         b = seg_ptr[s + 1]
         e, next_k, lo, hi = state[s, 0], state[s, 1], state[s, 2], state[s, 3]
@@ -58,11 +70,12 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
                         hi = lo
                     while hi < b and times[hi] < start + size:
                         hi += 1
-                    seg_out[n] = s
-                    start_out[n] = start
-                    lo_out[n] = lo
-                    hi_out[n] = hi
-                    n += 1
+                    if not filtered or (hi > lo and first_start[lo] <= last_final[hi - 1]):
+                        seg_out[n] = s
+                        start_out[n] = start
+                        lo_out[n] = lo
+                        hi_out[n] = hi
+                        n += 1
                     k += 1
             if k_hi >= k_to:  # this event's later windows belong to the next block
                 if next_k < k_to:
@@ -85,16 +98,28 @@ def walk_state(seg_ptr) -> np.ndarray:
 
 
 def count_windows(seg_ptr, times, active, size, step, k_to, state) -> int:
-    """How many windows ``k < k_to`` a walk from ``state`` would write."""
+    """How many windows ``k < k_to`` a walk from ``state`` would write (unfiltered)."""
     empty = np.zeros(0, np.int64)
-    return int(_walk(seg_ptr, times, active, size, step, k_to, False, state, empty, empty, empty, empty))
+    return int(_walk(seg_ptr, times, active, size, step, k_to, False, state, empty, empty, empty, empty,
+                     *NO_ENDS))
 
 
-def write_windows(seg_ptr, times, active, size, step, k_to, state, n):
-    """``(seg, start, lo, hi)`` of the ``n`` windows ``k < k_to`` from ``state`` (advanced)."""
-    seg, start, lo, hi = (np.empty(n, np.int64) for _ in range(4))
-    _walk(seg_ptr, times, active, size, step, k_to, True, state, seg, start, lo, hi)
-    return seg, start, lo, hi
+def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=NO_ENDS):
+    """``(seg, start, lo, hi)`` of the ``n`` windows ``k < k_to`` from ``state`` (advanced),
+    or of those of them that may finish (``ends``: :func:`trend_ends`)."""
+    out = tuple(np.empty(n, np.int64) for _ in range(4))
+    written = _walk(seg_ptr, times, active, size, step, k_to, True, state, *out, *ends)
+    return _trimmed(out, written)
+
+
+def _trimmed(out: tuple, n: int) -> tuple:
+    """The first ``n`` windows of ``out``; copied where that is less than half of them, so
+    that the slack is not kept alive with the windows."""
+    if n == len(out[0]):
+        return out
+    if 2 * n < len(out[0]):
+        return tuple(a[:n].copy() for a in out)
+    return tuple(a[:n] for a in out)
 
 
 WALK_ONCE_WINDOWS_PER_EVENT = 8
@@ -104,23 +129,22 @@ event at most, never touched where the bound is loose (``np.empty``), and copied
 less than half of it is used.  Beyond it the windows are counted first."""
 
 
-def enumerate_int_windows(seg_ptr, times, active, size, step):
+def enumerate_int_windows(seg_ptr, times, active, size, step, ends=NO_ENDS):
     """Every window of every segment, ``(seg, start, lo, hi)``: one walk that writes into
     arrays of a bound (:func:`window_bound`) where that bound is small, else a count and
     then a walk that writes (the count was ~40% of q3's enumeration, 2.3 of 5.8 ms per
     200k rows; q2, ~3.7 windows per event where it slides, counted first while the limit
-    was two windows per event: its count pass, ~3 ms per 1M rows)."""
+    was two windows per event: its count pass, ~3 ms per 1M rows).  ``ends``: keep only
+    the windows that may finish (:func:`_walk`)."""
     state = walk_state(seg_ptr)
     seg_ptr = np.asarray(seg_ptr, np.int64)
     bound = window_bound(seg_ptr, times, size, step)
     if bound > WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096:
         n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
-        return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n)
+        return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n, ends)
     out = tuple(np.empty(bound, np.int64) for _ in range(4))
-    n = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out)
-    if 2 * n < bound:  # a loose bound: do not keep its slack alive with the windows
-        return tuple(a[:n].copy() for a in out)
-    return tuple(a[:n] for a in out)
+    n = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out, *ends)
+    return _trimmed(out, n)  # (a loose bound: its slack is not kept alive with the windows)
 
 
 def window_bound(seg_ptr, times, size, step) -> int:
