@@ -80,8 +80,7 @@ class FastExecutor:
         # The channel layout and what follows from it alone (live channels, kernel shapes)
         # are built once per bound query and encoding (BoundQuery.memo): the encoding
         # decisions above are the only data they depend on.
-        self._memo_key = ("fast", self.split, self.inexact, never_negative, self.approximate)
-        memo = b.memo.setdefault(self._memo_key, {})
+        memo = b.memo.setdefault(("fast", self.split, self.inexact, never_negative, self.approximate), {})
         if "chan" not in memo:
             memo["chan"] = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact,
                                           never_negative, self.approximate)
