@@ -500,11 +500,13 @@ class Engine:
         active = self._active_events(subs)
         times = self.time_np[subs.rows]
         if is_integral(self.windows, self.bound.time_type):
-            ends = self._finish_ends(subs) if finishing and self.windows.size is not None else None
-            seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows, ends)
             size = None if self.windows.size is None else int(self.windows.size)
+            ends = self._finish_ends(subs) if finishing and size is not None else None
+            seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows, ends)
             wins = Windows(seg, lo, hi, start=start, size=size)
-            return wins if ends is not None or not finishing else self._windows_that_may_finish(subs, wins)
+            if finishing and size is None:  # one window per segment: filtered afterwards
+                return self._windows_that_may_finish(subs, wins)
+            return wins
         # Fractional windows or float times: exact arithmetic in Python.
         segs, bounds, los, his = [], [], [], []
         exact = self.times

@@ -334,7 +334,8 @@ class StreamEvaluation:
         from cogra.runtime.fast import codegen
 
         shape = fast.shape()
-        generated_args = (times, subs.bits, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid,
+        pair_ok = fast.pair_ok[rows]
+        generated_args = (times, subs.bits, pair_ok, fast.a_int, fast.a_flt, fast.a_valid,
                           fast.a_key, rows, lo, hi, st_i, st_f, st_x, st_r, st_e)
         # The query's generated kernel where it pays off or is compiled (else requested in
         # the background for the next chunks, as the other generated kernels).
@@ -342,7 +343,7 @@ class StreamEvaluation:
                                           engine.n, lambda: generated_args):
             codegen.kernel_from_for(shape)(*generated_args)
         else:
-            run_windows_from(fast.mode, times, subs.bits, fast.pair_ok[rows], nv, fast.pred_ptr,
+            run_windows_from(fast.mode, times, subs.bits, pair_ok, nv, fast.pred_ptr,
                              fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr,
                              c.x_is_min, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows, lo, hi,
                              fast._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)

@@ -78,6 +78,6 @@ def enumerate_windows(seg_ptr, times, active, spec: WindowSpec, ends=None):
 
 
 def _enumerate_int_windows(seg_ptr, times, active, size, step, ends=None):
-    from cogra.runtime.fast.window_kernels import NO_ENDS, enumerate_int_windows
+    from cogra.runtime.fast.window_kernels import enumerate_int_windows
 
-    return enumerate_int_windows(seg_ptr, times, active, size, step, NO_ENDS if ends is None else ends)
+    return enumerate_int_windows(seg_ptr, times, active, size, step, ends)

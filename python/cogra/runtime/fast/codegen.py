@@ -203,6 +203,12 @@ sliding kernel (its partition loop ~1.45x slower), q3's representatives' ring ru
 slower), q3-tumbling's loading kernel (~1.3x)."""
 
 
+def worth_requesting(call_events: int) -> bool:
+    """Whether an engine call over ``call_events`` events that runs a generic kernel asks
+    for the generated one in the background (BACKGROUND_MIN_EVENTS)."""
+    return call_events >= BACKGROUND_MIN_EVENTS
+
+
 def generated_or_requested(shape: Shape, function: str, n_events: int, min_events: int,
                            call_events: int, args: Callable[[], tuple]) -> bool:
     """Whether to run the shape's generated ``function`` (:func:`use_generated`: ``n_events``
@@ -212,7 +218,7 @@ def generated_or_requested(shape: Shape, function: str, n_events: int, min_event
     built only then)."""
     if use_generated(shape, function, n_events, min_events):
         return True
-    if call_events >= BACKGROUND_MIN_EVENTS:
+    if worth_requesting(call_events):
         compile_in_background(shape, function, args())
     return False
 

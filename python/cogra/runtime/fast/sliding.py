@@ -267,7 +267,7 @@ def _generated(fast: Any, var: int, function: str, n_positions: int) -> tuple[An
 
     shape = _shared_shape(fast, var)
     generated = codegen.use_generated(shape, function, n_positions, SPECIALIZE_MIN_EVENTS)
-    if not generated and fast.engine.n < codegen.BACKGROUND_MIN_EVENTS:
+    if not generated and not codegen.worth_requesting(fast.engine.n):
         return None
     return shape, generated
 
@@ -291,8 +291,8 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
     """:func:`_run_ring` loading the shared variable, with the run generated for the query's
     shape (:mod:`codegen_ring`, ~2x faster), or None: where the input is too small to repay
     compiling it (unless compiled already; from :data:`codegen.BACKGROUND_MIN_EVENTS`
-    events in the call on, it is compiled in the background for the next call), or a batch it does not take (the
-    generic kernel runs instead).  Its windows need nothing redone then."""
+    events in the call on, it is compiled in the background for the next call), or a
+    batch it does not take (the generic kernel runs instead).  Its windows need nothing redone then."""
     found = _generated(fast, share.var, "ring_loading", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
         return None

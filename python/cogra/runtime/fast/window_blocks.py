@@ -87,8 +87,7 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
                 n = window_kernels.count_windows(seg_ptr, times, active, size, step, k_from + width, state)
             k_to = k_from + width
             if n:
-                yield window_kernels.write_windows(seg_ptr, times, active, size, step, k_to, state, n,
-                                                   window_kernels.NO_ENDS if ends is None else ends)
+                yield window_kernels.write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends)
             k_from = k_to
             width = max(1, min(4 * width, width * BLOCK_WINDOWS // max(n, 1)))
 
