@@ -9,14 +9,19 @@ numpy rules decide; what it leaves, the numpy rules decide for it.
 
 from __future__ import annotations
 
+import math
+import struct
+
 import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import cogra
 from cogra.runtime.fast import finish
+from cogra.runtime.fast import finish_kernels as fk
 from cogra.runtime.fast.channels import KernelOut
 
 QUERY = ("RETURN g, COUNT(*), COUNT(A), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f), MIN(A.x)\n"
@@ -258,3 +263,30 @@ def test_keys_by_start_refuses_windows_out_of_walk_order() -> None:
     rank = np.array([0, 1], np.int64)
     assert fk.keys_by_start(seg, np.array([5, 3, 1], np.int64), reached, rank)[0] == -1
     assert fk.keys_by_start(seg, np.array([3, 5, 1], np.int64), reached, rank)[0] == 3
+
+
+@njit
+def _both_ldexp(x, e):
+    return fk._ldexp(x, e), math.ldexp(x, e)
+
+
+EDGE_EXPONENTS = [-1100, -1075, -1074, -1023, -1022, -1021, -1, 0, 1, 52, 1022, 1023, 1024, 1100]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(allow_nan=True, allow_infinity=True, width=64),
+       st.one_of(st.integers(-1200, 1200), st.sampled_from(EDGE_EXPONENTS)))
+def test_table_ldexp_equals_libm_bit_for_bit(x: float, e: int) -> None:
+    """The decode's ``_ldexp`` (a product with a tabled power of two) gives libm's ldexp
+    exactly, rounding into subnormals and overflowing to infinity included."""
+    mine, libm = _both_ldexp(x, e)
+    assert struct.pack("<d", mine) == struct.pack("<d", libm) or (math.isnan(mine) and math.isnan(libm))
+
+
+def test_table_ldexp_rounds_into_subnormals_as_libm() -> None:
+    """Values that land between subnormals (the one place a product could round twice)."""
+    rng = np.random.default_rng(7)
+    for x in rng.uniform(1.0, 2.0, 2000):
+        for e in (-1023, -1030, -1050, -1073, -1074):
+            mine, libm = _both_ldexp(float(x), e)
+            assert struct.pack("<d", mine) == struct.pack("<d", libm), (x, e)

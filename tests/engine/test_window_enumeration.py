@@ -81,6 +81,28 @@ def test_window_bound_is_a_bound(inputs) -> None:
     assert window_bound(seg_ptr, times, size, step) >= len(direct(seg_ptr, times, active, size, step))
 
 
+
+@settings(max_examples=300, deadline=None)
+@given(inputs=walk_inputs(), cuts=st.lists(st.integers(-12, 12), min_size=1, max_size=4))
+def test_block_bound_is_a_bound_from_any_walk_state(inputs, cuts) -> None:
+    """bound_windows (which sizes a block's arrays without walking its events) is never
+    below the windows a walk from the same state passes, block after block of starts, and
+    the walk reports them all as walked (written or not)."""
+    from cogra.runtime.fast import window_kernels as wk
+
+    seg_ptr, times, active, size, step = inputs
+    state = wk.walk_state(seg_ptr)
+    written = []
+    for k_to in sorted(cuts) + [wk.LAST_WINDOW]:
+        bound = wk.bound_windows(seg_ptr, times, size, step, k_to, state)
+        count = wk.count_windows(seg_ptr, times, active, size, step, k_to, state)
+        assert bound >= count
+        block, walked = wk.write_windows(seg_ptr, times, active, size, step, k_to, state, max(bound, 1))
+        assert walked == count == len(block[0])
+        written += list(zip(*(a.tolist() for a in block)))
+    assert sorted(written) == direct(seg_ptr, times, active, size, step)  # each window once
+
+
 def test_sparse_events_in_long_windows_are_counted_first() -> None:
     # Two events far apart, windows of 10^4 steps: a bound of 2 * 10^4 windows -- too many
     # to allocate blindly for two events, so the windows are counted, then written.

@@ -54,6 +54,22 @@ SMALLEST_NORMAL = 2.0**-1022
 MERGED_BIG = SURELY_TOO_BIG * 2.0**SPLIT_SHIFT  # finish.merged_number's threshold
 
 
+_POW2 = np.ldexp(1.0, np.arange(-1022, 1024))
+"""``2.0**e`` for the normal exponents ``-1022 <= e <= 1023``, at ``e + 1022``."""
+
+
+@njit(cache=True, inline="always")
+def _ldexp(x, e):
+    """``math.ldexp(x, e)``, bit for bit, without its call into the C library where
+    ``2**e`` is a normal double: the product with an exact power of two rounds once, as
+    ldexp does (to a subnormal, or to infinity, alike).  The decode calls it two or three
+    times per window and slot: libm's ldexp was ~4% of the sliding benchmark query on an
+    AMD EPYC VM, and this decode 45 -> 37 ms per 1.92M windows."""
+    if -1022 <= e <= 1023:
+        return x * _POW2[e + 1022]
+    return math.ldexp(x, e)
+
+
 @njit(cache=True, inline="always")
 def _limb(kind, r, bound):
     """A limb whose bound proves its residue (int64 view) is the value: (known, value);
@@ -79,10 +95,10 @@ def _window(kind, r, bound_raw, approx, r_lo, bound_lo, approx_lo, e):
         if bound_raw == 0.0 and r == 0 and (not split or (bound_lo == 0.0 and r_lo == 0)):
             return EXACT, 0, 0.0, 0
         return HARD, 0, 0.0, 0
-    bound = math.ldexp(bound_raw, e) if e != 0 else bound_raw
+    bound = _ldexp(bound_raw, e) if e != 0 else bound_raw
     known = bound < RESOLVABLE
     if split:
-        b_lo = math.ldexp(bound_lo, e) if e != 0 else bound_lo
+        b_lo = _ldexp(bound_lo, e) if e != 0 else bound_lo
         known = known and b_lo < RESOLVABLE
     if known:  # exact by the numpy rules; here only where every limb is its residue
         ok, value = _limb(KIND_ISUM if split else kind, r, bound)
@@ -97,7 +113,7 @@ def _window(kind, r, bound_raw, approx, r_lo, bound_lo, approx_lo, e):
                 return HARD, 0, 0.0, 0
         return EXACT, value, 0.0, 0
     total = approx * 2.0**SPLIT_SHIFT + approx_lo if split else approx
-    scaled = math.ldexp(total, e) if e != 0 else total
+    scaled = _ldexp(total, e) if e != 0 else total
     big = abs(scaled) > SURELY_TOO_BIG * (2.0**28 if split else 1.0)
     if kind != KIND_COUNT:
         total_bound = bound_raw * 2.0**SPLIT_SHIFT + bound_lo if split else bound_raw
@@ -116,8 +132,8 @@ def _approximate_window(approx, bound, e, scale_bits):
         if bound == 0.0 and approx == 0.0:
             return EXACT, 0, 0.0, 0
         return HARD, 0, 0.0, 0
-    if e == 0 and math.ldexp(bound, scale_bits) < DOUBLE_EXACT_BOUND and math.isfinite(approx):
-        return EXACT, np.int64(math.ldexp(approx, scale_bits)), 0.0, 0
+    if e == 0 and _ldexp(bound, scale_bits) < DOUBLE_EXACT_BOUND and math.isfinite(approx):
+        return EXACT, np.int64(_ldexp(approx, scale_bits)), 0.0, 0
     if approx != 0.0 and bound <= CANCELLATION_LIMIT * abs(approx):
         return BIG, 0, approx, e + scale_bits
     return HARD, 0, 0.0, 0
@@ -190,7 +206,7 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
                     x = float(v)
                 else:
                     all_exact = False
-                    x = math.ldexp(m, p)
+                    x = _ldexp(m, p)
                 approx += x
                 magnitude += abs(x)
             value[j, k], mantissa[j, k], exponent[j, k] = 0, 0.0, 0  # (one buffer or two)
@@ -346,7 +362,7 @@ def average(t_st, t_val, t_man, t_exp, n_st, n_val, n_man, n_exp, scale_bits, va
             if tv >= DOUBLE_EXACT or tv <= -DOUBLE_EXACT or nv >= DOUBLE_EXACT:
                 hard[k] = True
                 continue
-            q = math.ldexp(float(tv) / float(nv), -scale_bits)
+            q = _ldexp(float(tv) / float(nv), -scale_bits)
             if q != 0.0 and abs(q) < SMALLEST_NORMAL:  # subnormal: rounded twice
                 hard[k] = True
                 continue
@@ -354,7 +370,7 @@ def average(t_st, t_val, t_man, t_exp, n_st, n_val, n_man, n_exp, scale_bits, va
             continue
         s_m, s_k = _double(t_st, t_val, t_man, t_exp, k)
         n_m, n_k = _double(n_st, n_val, n_man, n_exp, k)
-        v = math.ldexp(s_m / n_m, s_k - n_k - scale_bits)
+        v = _ldexp(s_m / n_m, s_k - n_k - scale_bits)
         if not math.isfinite(v):
             hard[k] = True
             continue
@@ -372,7 +388,7 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
         if null[k] or hard[k]:
             continue
         s_m, s_k = _double(t_st, t_val, t_man, t_exp, k)
-        v = math.ldexp(s_m, s_k - scale_bits)
+        v = _ldexp(s_m, s_k - scale_bits)
         if not math.isfinite(v):
             overflow[k] = True
         else:

@@ -26,6 +26,8 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
     those are given (not empty): q2 as printed has 2.68M windows per 1M rides, 1.16M of
     which may finish -- writing the others, then filtering and copying the rest, took as
     long as its kernel.  A count counts them all (it has no event ranges): a bound.
+    Returns ``(written or counted, walked)``: ``walked`` counts every window of the walk,
+    written or not (a count's both are its count).
 
     ``state[s]`` = (next event, first window not yet written, lo, hi) of segment ``s``:
     a walk that writes leaves it at the first window ``>= k_to``, so that windows can be
@@ -38,6 +40,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
     when ``step`` divides ``size``, ``k_lo`` follows from it without a division.  The
     count needs no event ranges, so it skips the two range pointers."""
     n = 0
+    walked = 0
     whole = size % step == 0
     span = size // step
     filtered = first_start.shape[0] > 0
@@ -63,6 +66,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
                 if k <= last:
                     n += last - k + 1
             else:
+                walked += last - k + 1 if k <= last else 0
                 while k <= last:
                     start = k * step
                     while lo < b and times[lo] < start:
@@ -86,7 +90,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
             e += 1
         if emit:
             state[s, 0], state[s, 1], state[s, 2], state[s, 3] = e, next_k, lo, hi
-    return n
+    return n, (walked if emit else n)
 
 
 def walk_state(seg_ptr) -> np.ndarray:
@@ -102,15 +106,39 @@ def count_windows(seg_ptr, times, active, size, step, k_to, state) -> int:
     """How many windows ``k < k_to`` a walk from ``state`` would write (unfiltered)."""
     empty = np.zeros(0, np.int64)
     return int(_walk(seg_ptr, times, active, size, step, k_to, False, state, empty, empty, empty, empty,
-                     *NO_ENDS))
+                     *NO_ENDS)[0])
+
+
+@njit(cache=True)
+def bound_windows(seg_ptr, times, size, step, k_to, state):
+    """At least as many windows ``k < k_to`` as a walk from ``state`` writes, per segment
+    from its next event's first window to its last event's pane (``O(segments)``, where
+    :func:`count_windows` walks the events).  Exact for a segment with an event in every
+    pane of the range, as a dense stream has."""
+    n = 0
+    for s in range(seg_ptr.shape[0] - 1):
+        e, b = state[s, 0], seg_ptr[s + 1]
+        if e >= b:
+            continue
+        k = (times[e] - size) // step + 1
+        if k < state[s, 1]:
+            k = state[s, 1]
+        last = times[b - 1] // step
+        if last > k_to - 1:
+            last = k_to - 1
+        if last >= k:
+            n += last - k + 1
+    return n
 
 
 def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=None):
-    """``(seg, start, lo, hi)`` of the ``n`` windows ``k < k_to`` from ``state`` (advanced),
-    or of those of them that may finish (``ends``: :func:`trend_ends`)."""
+    """``((seg, start, lo, hi), walked)``: the windows ``k < k_to`` from ``state`` (advanced),
+    or those of them that may finish (``ends``: :func:`trend_ends`), and how many windows
+    the walk passed (all of them).  ``n``: at least that many (a count, or
+    :func:`bound_windows`)."""
     out = tuple(np.empty(n, np.int64) for _ in range(4))
-    written = _walk(seg_ptr, times, active, size, step, k_to, True, state, *out, *(ends or NO_ENDS))
-    return _trimmed(out, written)
+    written, walked = _walk(seg_ptr, times, active, size, step, k_to, True, state, *out, *(ends or NO_ENDS))
+    return _trimmed(out, written), walked
 
 
 def _trimmed(out: tuple, n: int) -> tuple:
@@ -142,9 +170,9 @@ def enumerate_int_windows(seg_ptr, times, active, size, step, ends=None):
     bound = window_bound(seg_ptr, times, size, step)
     if bound > WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096:
         n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
-        return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n, ends)
+        return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n, ends)[0]
     out = tuple(np.empty(bound, np.int64) for _ in range(4))
-    n = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out, *(ends or NO_ENDS))
+    n, _ = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out, *(ends or NO_ENDS))
     return _trimmed(out, n)  # (a loose bound: its slack is not kept alive with the windows)
 
 
