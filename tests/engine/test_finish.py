@@ -134,3 +134,21 @@ def test_timestamps_and_strings(seed: int, kind: str) -> None:
              "WITHIN 20 seconds SLIDE 5 seconds")
     columnar, rows = both_paths(query, table, on_overflow="null")
     assert columnar.equals(rows)
+
+
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(st.one_of(st.text(max_size=6), st.none()), min_size=1, max_size=8), data=st.data())
+def test_group_column_equals_arrow_take(values, data) -> None:
+    """The compiled string gather gives Arrow's take: unicode, empty strings, a NULL group
+    (taken by Arrow), every row count including none."""
+    distinct = pa.array(values, type=pa.string())
+    gid = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=40)), np.int64)
+    got = finish.group_column(distinct, gid)
+    assert got.type == pa.string()
+    assert got.to_pylist() == distinct.take(pa.array(gid, pa.int64())).to_pylist()
+    got.validate(full=True)
+
+
+def test_group_column_of_other_types_is_taken() -> None:
+    distinct = pa.array([3, 1, 2], pa.int32())
+    assert finish.group_column(distinct, np.array([2, 2, 0])).to_pylist() == [2, 2, 3]

@@ -94,10 +94,13 @@ def test_blocks_drop_the_windows_that_cannot_finish() -> None:
     assert engine.stats["windows"] == whole.stats["windows"] < enumerated
 
 
+@pytest.mark.parametrize("items", ["COUNT(*), AVG(A.price), MIN(A.price), SUM(A.volume)", "COUNT(*)"])
 @pytest.mark.parametrize("window", ["60 seconds SLIDE 2 seconds", "4 seconds"])
-def test_stock_query_in_blocks_equals_one_block(window: str) -> None:
+def test_stock_query_in_blocks_equals_one_block(window: str, items: str) -> None:
+    # COUNT(*) alone: its column would be a view of the decode's one-slot buffer, which
+    # the next block reuses (finish.scratch) -- it must be copied out.
     table = stock(n_events=4_000)  # 400 seconds
-    query = ("RETURN company, COUNT(*), AVG(A.price), MIN(A.price), SUM(A.volume) PATTERN Stock A+ "
+    query = (f"RETURN company, {items} PATTERN Stock A+ "
              f"WHERE [company] GROUP-BY company WITHIN {window}")
     engine = Engine(cogra.plan(query, table.schema), table)
     whole = engine.result_table(on_overflow="null")

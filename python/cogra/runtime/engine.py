@@ -275,6 +275,9 @@ class Engine:
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
         self._trend_ends: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
         """(the sub-streams' play bits it was computed from, window_kernels.trend_ends)"""
+        self.scratch: dict = {}
+        """Working arrays of the kernels and the finish, reused block after block of
+        windows (:mod:`cogra.runtime.fast.scratch`)."""
 
     # -- per-row facts ---------------------------------------------------------------
     def _numeric_times(self) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from cogra.runtime.aggregates import MAX, MIN, Layout
+from cogra.runtime.fast.scratch import take
 
 # Op codes of a variable's contribution program (see kernels.apply_contributions).
 OP_CNT, OP_SUM_INT, OP_SUM_FLOAT, OP_NN, OP_MIN, OP_MAX = range(6)
@@ -74,15 +75,18 @@ class KernelOut:
                    np.zeros((w, chan.n_x), np.int64), np.zeros(w, np.int64), np.zeros(w, np.bool_))
 
     @classmethod
-    def unfilled(cls, w: int, chan: "ChannelLayout") -> "KernelOut":
+    def unfilled(cls, w: int, chan: "ChannelLayout", pool: dict | None = None) -> "KernelOut":
         """As :meth:`zeros`, *uninitialised*: for kernels that write every row (or mark
         it to be redone).  A block of a sliding query's windows is ~12 MB of channels,
-        reused from the heap block after block, where zeroing it is a memset each time
-        (a Spark worker's q2: ~2% of its time).
+        reused block after block (from ``pool``, :mod:`cogra.runtime.fast.scratch`, where
+        given: then nothing of it may outlive the block), where zeroing it is a memset
+        each time (a Spark worker's q2: ~2% of its time).
         Tests fill it with garbage (:data:`UNFILLED_POISON`), so a row no kernel wrote
         changes results."""
-        out = cls(np.empty((w, max(1, chan.n_i)), np.uint64), np.empty((w, max(1, chan.n_f)), np.float64),
-                  np.empty((w, chan.n_x), np.int64), np.empty(w, np.int64), np.empty(w, np.bool_))
+        out = cls(take(pool, "out.i", (w, max(1, chan.n_i)), np.uint64),
+                  take(pool, "out.f", (w, max(1, chan.n_f)), np.float64),
+                  take(pool, "out.x", (w, chan.n_x), np.int64), take(pool, "out.e", (w,), np.int64),
+                  take(pool, "out.r", (w,), np.bool_))
         if chan.n_i == 0:  # the placeholder column no kernel writes
             out.i.fill(0)
         if chan.n_f == 0:

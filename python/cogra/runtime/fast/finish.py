@@ -47,6 +47,7 @@ import pyarrow.compute as pc
 
 from cogra.runtime.aggregates import MAX, MIN
 from cogra.runtime.fast import finish_kernels as fk
+from cogra.runtime.fast import scratch as reuse
 from cogra.runtime.fast.channels import (
     CANCELLATION_LIMIT,
     DOUBLE_EXACT,
@@ -522,12 +523,14 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
     slots = np.array([_slot_row(ctx, idx) for idx in needed], np.int64).reshape(-1, 7)
     # Value (where EXACT) and mantissa (elsewhere) share one buffer; exponents fit int32.
-    value = np.empty((len(needed), n), np.int64)
-    decoded = (np.empty((len(needed), n), np.int8), value, value.view(np.float64),
-               np.empty((len(needed), n), np.int32))
+    shape = (len(needed), n)
+    value = scratch(ctx, "value", shape, np.int64)
+    decoded = (scratch(ctx, "status", shape, np.int8), value, value.view(np.float64),
+               scratch(ctx, "exponent", shape, np.int32))
     if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
         fk.decode_one_window_per_key(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
-                                     np.empty(len(out.e), np.int64), np.empty(len(out.e) + 1, np.int64), *decoded)
+                                     scratch(ctx, "key_of", (len(out.e),), np.int64),
+                                     scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
     else:
         fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
     row_of = {idx: j for j, idx in enumerate(needed)}
@@ -539,10 +542,14 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
 
     def own_values(values: np.ndarray) -> np.ndarray:
         """A slot's values as a result column's own array.  The column is handed to Arrow
-        without a copy, and a view would keep every slot's values alive with the result
-        (the decode's buffer, ``len(needed)`` times the column): block after block, fresh
-        memory the heap cannot reuse -- for the sliding benchmark ~30% of its page faults."""
-        return values if len(needed) == 1 else values.copy()
+        without a copy, and a view of the decode's buffer would keep it alive with the
+        result -- ``len(needed)`` times the column, block after block -- or, where it is
+        a :func:`scratch` array, be overwritten by the next call."""
+        if len(needed) == 1 and ctx.scratch is None:
+            return values
+        own = arrow_backed(len(values), values.dtype)
+        own[:] = values
+        return own
 
     extremes = None
     cols: list[Column | None] = []
@@ -565,11 +572,11 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
                 hard = ((count[0] == fk.HARD) | (total[0] == fk.HARD)) & ~null
                 cols.append(Column(own_values(total[1]), null, (total[0] == fk.BIG) & ~null & ~hard, hard))
             elif func == "AVG":
-                values = np.empty(n, np.float64)
+                values = arrow_backed(n, np.float64)
                 fk.average(*total, *count, _scale_bits(ctx, attr), values, null, hard)
                 cols.append(Column(values, null, none, hard))
             else:
-                values, overflow = np.empty(n, np.float64), np.empty(n, bool)
+                values, overflow = arrow_backed(n, np.float64), np.empty(n, bool)
                 fk.float_sum(*total, count[0], count[1], _scale_bits(ctx, attr), values, null, overflow, hard)
                 cols.append(Column(values, null, overflow, hard))
     hard_keys = np.zeros(n, bool)
@@ -629,12 +636,22 @@ class Context:
     chan: Any  # channels.ChannelLayout
     x_arrow: list
     window_size: int | None
+    scratch: dict | None = None
+    """The evaluation's pool of working arrays (:mod:`cogra.runtime.fast.scratch`); None:
+    fresh ones."""
 
     @classmethod
     def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":
         b = engine.bound
         return cls(b.query, engine.table.schema, b.time_type, engine.layout, engine.scales,
-                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size)
+                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size,
+                   getattr(engine, "scratch", None))
+
+
+def scratch(ctx: Context, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """A working array of the finish, from the evaluation's pool (:mod:`scratch`): nothing
+    of it may outlive the call -- result columns copy out of it."""
+    return reuse.take(ctx.scratch, "finish." + name, shape, dtype)
 
 
 def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *,
@@ -682,7 +699,7 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
         if c is None:
             j = group_of_item[i]
             distinct = pa.array([g[j] for g in keyed.groups], type=typ)
-            arrays.append(distinct.take(pa.array(kept(keyed.gid))))
+            arrays.append(group_column(distinct, kept(keyed.gid)))
             continue
         null = kept(c.null | c.overflow)
         if isinstance(c.values, (pa.Array, pa.ChunkedArray)):
@@ -693,7 +710,9 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     starts = kept(keyed.start)
     if q.window is not None:
         wtype = schema.field("window_start").type
-        arrays += [_window_array(starts, wtype), _window_array(starts + int(ctx.window_size), wtype)]
+        ends = arrow_backed(len(starts), np.int64)
+        np.add(starts, int(ctx.window_size), out=ends)
+        arrays += [_window_array(starts, wtype), _window_array(ends, wtype)]
     table = pa.Table.from_arrays(arrays, schema=schema)
     slow = np.flatnonzero(undecided)
     if not len(slow):
@@ -714,6 +733,39 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
 
 class UndecidableError(RuntimeError):
     """A streamed result value the kernels cannot decide exactly (see table_from_channels)."""
+
+
+def group_column(distinct: pa.Array, gid: np.ndarray) -> pa.Array:
+    """``distinct.take(gid)``: a grouping item's column, one value per result row.  Strings
+    without NULLs are gathered by one compiled pass (:func:`finish_kernels.gather_strings`)
+    into the offsets and bytes of a new array: Arrow's take of 1.92M short strings took
+    ~0.8 ms per 128k rows, ~4% of the sliding benchmark query."""
+    if (not pa.types.is_string(distinct.type) or distinct.null_count or not len(gid)
+            or distinct.offset):
+        return distinct.take(pa.array(gid))
+    _validity, offsets, data = distinct.buffers()
+    offsets = np.frombuffer(offsets, np.int32, len(distinct) + 1)
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    gid = np.asarray(gid, np.int64)
+    lengths = np.diff(offsets).astype(np.int64)
+    total = int(lengths[gid].sum()) if len(lengths) else 0
+    if total >= 2**31:  # beyond 32-bit offsets: Arrow's take decides (and says why)
+        return distinct.take(pa.array(gid))
+    out_offsets = arrow_backed(len(gid) + 1, np.int32)
+    out_data = arrow_backed(total, np.uint8)
+    fk.gather_strings(offsets, data, gid, out_offsets, out_data)
+    return pa.Array.from_buffers(pa.string(), len(gid), [None, pa.py_buffer(out_offsets), pa.py_buffer(out_data)])
+
+
+def arrow_backed(n: int, dtype: Any) -> np.ndarray:
+    """An uninitialised array of ``n`` values in Arrow's memory pool, for a result column
+    (handed to Arrow without a copy).  The pool (mimalloc or jemalloc) keeps and reuses
+    the memory of results freed earlier, where numpy's arrays come from the C heap, whose
+    free pages a process may hand back (``malloc_trim``: ``cogra bench`` does so before
+    every call) and then faults in again, page by page: the sliding benchmark's 1.92M
+    result rows are ~75 MB of columns."""
+    dtype = np.dtype(dtype)
+    return np.frombuffer(pa.allocate_buffer(max(1, n * dtype.itemsize)), dtype, n)
 
 
 def _window_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -746,5 +798,5 @@ def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, met
                        on_overflow=on_overflow, metadata=metadata)
 
 
-__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "result_table", "round_to_double",
-           "table_from_channels"]
+__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "arrow_backed", "group_column", "result_table", "round_to_double",
+           "scratch", "table_from_channels"]

@@ -395,6 +395,21 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
             values[k] = v
 
 
+@njit(cache=True)
+def gather_strings(offsets, data, index, out_offsets, out_data):
+    """Arrow string ``index``-gather: ``out`` row ``r`` is row ``index[r]`` of
+    ``(offsets, data)``; ``out_data`` holds exactly the bytes gathered."""
+    at = 0
+    out_offsets[0] = 0
+    for r in range(index.shape[0]):
+        g = index[r]
+        a, b = offsets[g], offsets[g + 1]
+        for t in range(a, b):
+            out_data[at] = data[t]
+            at += 1
+        out_offsets[r + 1] = at
+
+
 __all__ = ["BIG", "EXACT", "HARD", "KIND_APPROX_COUNT", "KIND_APPROX_SUM", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT",
            "average", "decode_one_window_per_key",
-           "decode_slots", "float_sum", "keys_by_start"]
+           "decode_slots", "float_sum", "gather_strings", "keys_by_start"]
