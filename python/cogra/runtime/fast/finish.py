@@ -105,9 +105,11 @@ class Keyed:
                      np.repeat(np.arange(len(keys)), lengths), self.groups)
 
 
-def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, out: KernelOut) -> Keyed:
+def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, out: KernelOut,
+                  pool: dict | None = None) -> Keyed:
     """Window ``w`` belongs to segment ``seg[w]`` (output group ``seg_groups[seg[w]]``)
-    and starts at ``start[w]``."""
+    and starts at ``start[w]``.  ``pool``: where the keys' windows and groups may be working
+    arrays (:mod:`cogra.runtime.fast.scratch`; the caller's to copy out of)."""
     distinct: dict[tuple, int] = {}
     seg_gid = np.fromiter((distinct.setdefault(g, len(distinct)) for g in seg_groups), np.int64,
                           len(seg_groups))
@@ -118,8 +120,11 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     seg_rank = rank[seg_gid]  # per segment (few), not per window
     ordered_groups = [groups[i] for i in ranked]
     if len(seg) and len(groups):
-        n, windows, s, g = fk.keys_by_start(np.asarray(seg, np.int64), np.asarray(start, np.int64),
-                                            out.r, seg_rank)
+        w = len(seg)
+        windows, s = reuse.take(pool, "keys.windows", (w,), np.int64), arrow_backed(w, np.int64)
+        g = reuse.take(pool, "keys.group", (w,), np.int64)
+        n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64), out.r, seg_rank,
+                                  windows, s, g)
         if n >= 0:  # every segment its own group, in walk order: a window per key, merged
             first = np.arange(n)
             return Keyed(s[:n], g[:n], first, windows[:n], first, ordered_groups)
@@ -675,7 +680,7 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     decide (typed and ordered, as ``build_table`` gives them); without one they raise."""
     q = ctx.query
     schema = table_schema(q, ctx.input_schema, ctx.time_type, metadata)
-    keyed = keyed_windows(seg_groups, seg, start, out)
+    keyed = keyed_windows(seg_groups, seg, start, out, ctx.scratch)
     cols = item_columns(ctx, out, keyed)
     undecided = np.zeros(len(keyed.first), bool)
     overflow = np.zeros(len(keyed.first), bool)

@@ -266,11 +266,22 @@ def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, runs,
 
 @njit(cache=True)
 def keys_by_start(seg, start, reached, seg_rank):
+    """:func:`keys_by_start_into` into fresh arrays: ``(n, windows, key start, key group)``."""
+    windows = np.empty(seg.shape[0], np.int64)
+    key_start = np.empty(seg.shape[0], np.int64)
+    key_group = np.empty(seg.shape[0], np.int64)
+    n = keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_group)
+    return n, windows, key_start, key_group
+
+
+@njit(cache=True)
+def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_group):
     """The reached windows in key order -- (start, group rank) -- when every segment is its
-    own output group: ``(n, windows, key start, key group)`` (the first ``n`` entries are
-    meaningful), or ``n = -1`` where this does not apply (segments sharing a group, windows
-    not by segment with ascending starts, or starts so sparse that the sweep would cost
-    more than sorting).
+    own output group: their number ``n``, with the first ``n`` entries of ``windows``, ``key
+    start`` and ``key group`` written (arrays as long as ``seg``, given by the caller: the
+    keys' starts become the result's window column), or ``n = -1`` where this does not
+    apply (segments sharing a group, windows not by segment with ascending starts, or
+    starts so sparse that the sweep would cost more than sorting).
 
     The windows come as runs, one per segment, each ascending by start; the sweep takes
     the smallest start among the runs' heads and emits every head at it, runs in rank
@@ -282,7 +293,7 @@ def keys_by_start(seg, start, reached, seg_rank):
         if w == 0 or seg[w] != seg[w - 1]:
             runs += 1
         elif start[w] <= start[w - 1]:
-            return -1, seg, seg, seg  # not in walk order
+            return -1  # not in walk order
     head = np.empty(runs, np.int64)
     end = np.empty(runs, np.int64)
     rank = np.empty(runs, np.int64)
@@ -296,10 +307,7 @@ def keys_by_start(seg, start, reached, seg_rank):
     by_rank = np.argsort(rank)
     for i in range(1, runs):
         if rank[by_rank[i]] == rank[by_rank[i - 1]]:
-            return -1, seg, seg, seg  # two segments, one output group: merged keys
-    windows = np.empty(n, np.int64)
-    key_start = np.empty(n, np.int64)
-    key_group = np.empty(n, np.int64)
+            return -1  # two segments, one output group: merged keys
     k = 0
     budget = 4 * n + 64  # head visits before sorting is cheaper
     live = runs
@@ -326,8 +334,8 @@ def keys_by_start(seg, start, reached, seg_rank):
                 head[r] += 1
         budget -= 2 * runs
         if budget < 0:
-            return -1, seg, seg, seg
-    return k, windows, key_start, key_group
+            return -1
+    return k
 
 
 @njit(cache=True, **NO_REFCOUNTS)
@@ -412,4 +420,4 @@ def gather_strings(offsets, data, index, out_offsets, out_data):
 
 __all__ = ["BIG", "EXACT", "HARD", "KIND_APPROX_COUNT", "KIND_APPROX_SUM", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT",
            "average", "decode_one_window_per_key",
-           "decode_slots", "float_sum", "gather_strings", "keys_by_start"]
+           "decode_slots", "float_sum", "gather_strings", "keys_by_start", "keys_by_start_into"]

@@ -13,6 +13,7 @@ out of it (the next block overwrites it).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ def take(pool: dict | None, name: str, shape: tuple[int, ...], dtype: Any) -> np
     pool."""
     if pool is None:
         return np.empty(shape, dtype)
-    size = int(np.prod(shape))
+    size = math.prod(shape)  # (np.prod: ~7 us a call, ten calls a block)
     key = (name, np.dtype(dtype).str)
     buf = pool.get(key)
     if buf is None or buf.size < size:
