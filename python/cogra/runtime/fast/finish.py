@@ -752,8 +752,7 @@ def group_column(distinct: pa.Array, gid: np.ndarray) -> pa.Array:
     offsets = np.frombuffer(offsets, np.int32, len(distinct) + 1)
     data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
     gid = np.asarray(gid, np.int64)
-    lengths = np.diff(offsets).astype(np.int64)
-    total = int(lengths[gid].sum()) if len(lengths) else 0
+    total = fk.gathered_bytes(offsets, gid)
     if total >= 2**31:  # beyond 32-bit offsets: Arrow's take decides (and says why)
         return distinct.take(pa.array(gid))
     out_offsets = arrow_backed(len(gid) + 1, np.int32)

@@ -404,6 +404,15 @@ def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, 
 
 
 @njit(cache=True)
+def gathered_bytes(offsets, index):
+    """The bytes :func:`gather_strings` writes (no temporary per row)."""
+    total = 0
+    for r in range(index.shape[0]):
+        total += offsets[index[r] + 1] - offsets[index[r]]
+    return total
+
+
+@njit(cache=True)
 def gather_strings(offsets, data, index, out_offsets, out_data):
     """Arrow string ``index``-gather: ``out`` row ``r`` is row ``index[r]`` of
     ``(offsets, data)``; ``out_data`` holds exactly the bytes gathered."""
@@ -420,4 +429,4 @@ def gather_strings(offsets, data, index, out_offsets, out_data):
 
 __all__ = ["BIG", "EXACT", "HARD", "KIND_APPROX_COUNT", "KIND_APPROX_SUM", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT",
            "average", "decode_one_window_per_key",
-           "decode_slots", "float_sum", "gather_strings", "keys_by_start", "keys_by_start_into"]
+           "decode_slots", "float_sum", "gathered_bytes", "gather_strings", "keys_by_start", "keys_by_start_into"]

@@ -120,8 +120,8 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     kernel(*args)
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
-    redo = np.flatnonzero(~seg_done[seg])
-    if len(redo):
+    if not seg_done.all():  # (per segment: no pass over the windows where none failed)
+        redo = np.flatnonzero(~seg_done[seg])
         out.put(redo, fast.run_raw(subs, lo[redo], hi[redo]))
     return out
 
