@@ -103,6 +103,73 @@ def test_block_bound_is_a_bound_from_any_walk_state(inputs, cuts) -> None:
     assert sorted(written) == direct(seg_ptr, times, active, size, step)  # each window once
 
 
+
+@st.composite
+def pane_walk_inputs(draw):
+    """Windows of many panes (the walk by panes): dense and sparse segments, bursts, ties,
+    negative times, inactive events."""
+    step = draw(st.integers(1, 4))
+    span = draw(st.integers(4, 12))
+    parts, seg_ptr = [], [0]
+    for _ in range(draw(st.integers(1, 4))):
+        gaps = draw(st.lists(st.one_of(st.integers(0, 3 * step), st.integers(0, 60 * step)), max_size=30))
+        t0 = draw(st.integers(-50, 50))
+        ts = list(np.cumsum([t0] + gaps)) if draw(st.booleans()) else []
+        parts.append([int(t) for t in ts])
+        seg_ptr.append(seg_ptr[-1] + len(ts))
+    times = np.array([t for p in parts for t in p], np.int64)
+    active = np.array(draw(st.lists(st.booleans(), min_size=len(times), max_size=len(times))), bool)
+    return np.array(seg_ptr, np.int64), times, active, span * step, step
+
+
+@settings(max_examples=300, deadline=None)
+@given(inputs=pane_walk_inputs(), cuts=st.lists(st.integers(-30, 150), max_size=4))
+def test_walk_by_panes_equals_direct(inputs, cuts) -> None:
+    """The walk by panes (windows of at least PANE_WALK_MIN_SPAN panes) writes what the
+    direct enumeration does, whole and block after block, and leaves a state the next
+    block (by panes or by events, for sparse segments) continues from."""
+    from cogra.runtime.fast import window_kernels as wk
+
+    seg_ptr, times, active, size, step = inputs
+    want = direct(seg_ptr, times, active, size, step)
+    whole = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step))))
+    assert whole == want
+    state = wk.walk_state(seg_ptr)
+    written = []
+    for k_to in sorted(cuts) + [wk.LAST_WINDOW]:
+        bound = wk.bound_windows(seg_ptr, times, size, step, k_to, state)
+        block, walked = wk.write_windows(seg_ptr, times, active, size, step, k_to, state, max(bound, 1))
+        assert walked == len(block[0])
+        written += list(zip(*(a.tolist() for a in block)))
+    assert sorted(written) == want
+
+
+def test_dense_windows_are_walked_by_panes() -> None:
+    """A dense stream with long sliding windows is walked by panes (its count scratch is
+    filled: the last segment's events per pane) and gives what the walk by events gives
+    (no scratch: by events only)."""
+    from cogra.runtime.fast import window_kernels as wk
+
+    rng = np.random.default_rng(5)
+    times = np.sort(rng.integers(0, 5_000, 3_000)).astype(np.int64)
+    seg_ptr, active = np.array([0, 1_000, 3_000], np.int64), rng.random(3_000) < 0.9
+    times[:1_000].sort()
+    times[1_000:].sort()
+    results = []
+    for counts in (wk._pane_scratch(10_000, 600, 10), (np.zeros(0, np.int64),) * 2):
+        for c in counts:
+            c.fill(-1)
+        out = tuple(np.empty(10_000, np.int64) for _ in range(4))
+        n, walked = wk._walk(seg_ptr, times, active, 600, 10, wk.LAST_WINDOW, True, wk.walk_state(seg_ptr),
+                             *out, *wk.NO_ENDS, *counts)
+        results.append([a[:n].tolist() for a in out])
+        if len(counts[0]):  # the second segment's events and active events, per pane
+            assert counts[0][counts[0] >= 0].sum() == 2_000
+            assert counts[1][counts[1] >= 0].sum() == active[1_000:].sum()
+    assert results[0] == results[1]
+    assert list(zip(*results[0])) == direct(seg_ptr, times, active, 600, 10)
+
+
 def test_sparse_events_in_long_windows_are_counted_first() -> None:
     # Two events far apart, windows of 10^4 steps: a bound of 2 * 10^4 windows -- too many
     # to allocate blindly for two events, so the windows are counted, then written.
