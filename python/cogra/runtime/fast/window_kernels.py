@@ -1,9 +1,11 @@
-"""Compiled window enumeration over integer times (two monotone pointers per segment)."""
+"""Compiled window enumeration over integer times: two monotone pointers per segment, or per-pane counts (see _walk)."""
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from cogra.runtime.fast.jit import NO_REFCOUNTS
 
 
 NO_WINDOW_YET = np.iinfo(np.int64).min
@@ -21,6 +23,19 @@ per event cost little there."""
 PANE_WALK_DENSITY = 4
 """A segment's block is walked by panes where its panes are at most this many per event
 (plus two windows' worth): beyond it, empty panes would cost more than the events' walk."""
+
+
+@njit(cache=True, **NO_REFCOUNTS)
+def _window_range(times, b, start, size, lo, hi):
+    """The positions ``[lo, hi)`` of the events in ``[start, start + size)``, advanced from
+    pointers at or before them (times ascend up to position ``b``)."""
+    while lo < b and times[lo] < start:
+        lo += 1
+    if hi < lo:
+        hi = lo
+    while hi < b and times[hi] < start + size:
+        hi += 1
+    return lo, hi
 
 
 @njit(cache=True)
@@ -94,13 +109,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
                 k_end = k_to - 1
             width = k_end - k_start + 1
             if width > 0 and width + span + 1 <= cnt.shape[0]:
-                start = k_start * step
-                while lo < b and times[lo] < start:
-                    lo += 1
-                if hi < lo:
-                    hi = lo
-                while hi < b and times[hi] < start + size:
-                    hi += 1
+                lo, hi = _window_range(times, b, k_start * step, size, lo, hi)
                 n_events = _pane_counts(times, active, lo, b, step, k_start, width + span, cnt, acnt)
                 if width <= PANE_WALK_DENSITY * n_events + 2 * span + 64:
                     act = 0
@@ -145,12 +154,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
                 walked += last - k + 1 if k <= last else 0
                 while k <= last:
                     start = k * step
-                    while lo < b and times[lo] < start:
-                        lo += 1
-                    if hi < lo:
-                        hi = lo
-                    while hi < b and times[hi] < start + size:
-                        hi += 1
+                    lo, hi = _window_range(times, b, start, size, lo, hi)
                     if not filtered or (hi > lo and first_start[lo] <= last_final[hi - 1]):
                         seg_out[n] = s
                         start_out[n] = start
