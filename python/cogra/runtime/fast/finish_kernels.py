@@ -285,8 +285,9 @@ def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_gr
 
     The windows come as runs, one per segment, each ascending by start; the sweep takes
     the smallest start among the runs' heads and emits every head at it, runs in rank
-    order: per block of the sliding benchmark ~0.4 ms instead of ~1.7 ms for
-    ``np.lexsort`` and the gathers of starts, groups and window indices after it."""
+    order, finding the next smallest start in the same pass: per block of the sliding
+    benchmark ~0.4 ms instead of ~1.7 ms for ``np.lexsort`` and the gathers of starts,
+    groups and window indices after it."""
     n = seg.shape[0]
     runs = 0
     for w in range(n):
@@ -308,30 +309,34 @@ def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_gr
     for i in range(1, runs):
         if rank[by_rank[i]] == rank[by_rank[i - 1]]:
             return -1  # two segments, one output group: merged keys
+    # The runs in rank order; one pass per start emits the heads at it and finds the next.
+    head, end, rank = head[by_rank], end[by_rank], rank[by_rank]
+    none = np.iinfo(np.int64).max
+    v = none
+    for i in range(runs):
+        while head[i] < end[i] and not reached[head[i]]:
+            head[i] += 1
+        if head[i] < end[i] and start[head[i]] < v:
+            v = start[head[i]]
     k = 0
-    budget = 4 * n + 64  # head visits before sorting is cheaper
-    live = runs
-    while live > 0:
-        v = np.iinfo(np.int64).max
-        live = 0
+    budget = 4 * n + 64  # (two) head visits per run and start before sorting is cheaper
+    while v != none:
+        next_v = none
         for i in range(runs):
-            r = by_rank[i]
-            while head[r] < end[r] and not reached[head[r]]:
-                head[r] += 1
-            if head[r] < end[r]:
-                live += 1
-                if start[head[r]] < v:
-                    v = start[head[r]]
-        if live == 0:
-            break
-        for i in range(runs):
-            r = by_rank[i]
-            if head[r] < end[r] and start[head[r]] == v:
-                windows[k] = head[r]
-                key_start[k] = v
-                key_group[k] = rank[r]
-                k += 1
-                head[r] += 1
+            h = head[i]
+            if h < end[i]:
+                if start[h] == v:
+                    windows[k] = h
+                    key_start[k] = v
+                    key_group[k] = rank[i]
+                    k += 1
+                    h += 1
+                    while h < end[i] and not reached[h]:
+                        h += 1
+                    head[i] = h
+                if h < end[i] and start[h] < next_v:
+                    next_v = start[h]
+        v = next_v
         budget -= 2 * runs
         if budget < 0:
             return -1
