@@ -649,8 +649,7 @@ class Context:
     def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":
         b = engine.bound
         return cls(b.query, engine.table.schema, b.time_type, engine.layout, engine.scales,
-                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size,
-                   getattr(engine, "scratch", None))
+                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size, engine.scratch)
 
 
 def scratch(ctx: Context, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
@@ -802,5 +801,5 @@ def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, met
                        on_overflow=on_overflow, metadata=metadata)
 
 
-__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "arrow_backed", "group_column", "result_table", "round_to_double",
-           "scratch", "table_from_channels"]
+__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "arrow_backed", "group_column", "result_table",
+           "round_to_double", "scratch", "table_from_channels"]

@@ -99,7 +99,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     c = fast.chan
     # The kernel writes every row of a segment it finishes; the channels are the engine's
     # working arrays, reused by its next block (cogra.runtime.fast.scratch).
-    out = KernelOut.unfilled(len(seg), c, getattr(engine, "scratch", None))
+    out = KernelOut.unfilled(len(seg), c, engine.scratch)
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
     # Per evaluation, not per block of windows (cogra.runtime.fast.window_blocks).
     pair_ok = fast.per_positions("pair_ok", rows, plays, lambda: fast.pair_ok[rows])

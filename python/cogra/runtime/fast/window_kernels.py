@@ -1,4 +1,5 @@
-"""Compiled window enumeration over integer times: two monotone pointers per segment, or per-pane counts (see _walk)."""
+"""Compiled window enumeration over integer times: two monotone pointers per segment, or
+per-pane counts where windows span several panes (see :func:`_walk`)."""
 
 from __future__ import annotations
 
