@@ -55,6 +55,34 @@ def context(request) -> finish.Context:
     return ctx
 
 
+@pytest.fixture(params=["generic", "generated"])
+def decoder(request, monkeypatch) -> list:
+    """A window per key decodes with the generic decoder or the one generated for the
+    query's slots (codegen_decode); the list collects the generated ones that ran."""
+    from cogra.runtime.fast import codegen
+
+    ran: list = []
+    if request.param == "generated":
+        monkeypatch.setattr(finish, "SPECIALIZE_MIN_KEYS", 0)
+        original = codegen.decoder_for
+
+        def spy(shape):
+            ran.append(shape)
+            return original(shape)
+
+        monkeypatch.setattr(codegen, "decoder_for", spy)
+    else:
+        monkeypatch.setattr(finish, "SPECIALIZE_MIN_KEYS", 1 << 62)
+        monkeypatch.setattr(codegen, "REUSE_COMPILED", False)
+    ran.append(request.param)
+    return ran
+
+
+def decoded_by(decoder: list) -> None:
+    """The decoder the fixture asked for ran (a generated one: with its shape recorded)."""
+    assert (len(decoder) > 1) == (decoder[0] == "generated"), decoder
+
+
 # Magnitudes where the rules change, and values just around them.
 EDGES = [0.0, 1.0, 2.0**52, 2.0**53, 2.0**61, 2.0**62, 2.0**63 * (1 - 1e-6), 2.0**63, 2.0**64 * (1 - 1e-6),
          2.0**64, 2.0**64 * (1 + 1e-6), 2.0**70, 2.0**61 / 1e-6, 2.0**90, 2.0**92, 2.0**200, 2.0**-900, 2.0**-1000]
@@ -146,10 +174,12 @@ def compare(ctx: finish.Context, out: KernelOut, keyed: finish.Keyed) -> int:
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the numpy rules on NaN and garbage
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), merged=st.booleans())
-def test_compiled_equals_numpy_rules_on_the_thresholds(context, seed: int, merged: bool) -> None:
+def test_compiled_equals_numpy_rules_on_the_thresholds(context, decoder, seed: int, merged: bool) -> None:
     rng = np.random.default_rng(seed)
     out = random_out(rng, context, 60)
     compare(context, out, random_keyed(rng, out, merged))
+    if not merged:  # (merged keys decode with decode_slots)
+        decoded_by(decoder)
 
 
 def consistent_out(rng: np.random.Generator, context, windows: int) -> KernelOut:
@@ -186,7 +216,7 @@ def test_common_values_are_decided_by_the_compiled_pass(context) -> None:
 
 
 @pytest.mark.parametrize("unreached", [[89], [0, 44], [3, 88, 89]])
-def test_a_window_per_key_is_decoded_in_the_kernels_order(context, unreached) -> None:
+def test_a_window_per_key_is_decoded_in_the_kernels_order(context, decoder, unreached) -> None:
     # decode_one_window_per_key reads the windows in the kernel's order (by segment) and
     # writes each key's results where the key is; a window with no finished trend has no
     # key and must write nothing wherever it lies (the last window is the last key's
@@ -197,9 +227,10 @@ def test_a_window_per_key_is_decoded_in_the_kernels_order(context, unreached) ->
     keyed = random_keyed(rng, out, merged=False)
     assert len(keyed.windows) == len(keyed.first) == 90 - len(unreached)
     assert compare(context, out, keyed) == len(keyed.first)
+    decoded_by(decoder)
 
 
-def test_segments_longer_than_a_tile_are_decoded_in_tiles(context) -> None:
+def test_segments_longer_than_a_tile_are_decoded_in_tiles(context, decoder) -> None:
     # Three segments of 600, 900 and 1400 windows (tiles of 512: the longest, last one
     # spans three), unreached windows at a tile's edges and inside; every key decided,
     # as the numpy rules decide it.
@@ -216,6 +247,23 @@ def test_segments_longer_than_a_tile_are_decoded_in_tiles(context) -> None:
     keyed = finish.keyed_windows([(0,), (1,), (2,)], seg, start, out)
     assert len(keyed.windows) == len(keyed.first) == n - 9
     assert compare(context, out, keyed) == len(keyed.first)
+    decoded_by(decoder)
+
+
+def test_generated_decoders_are_keyed_by_slots_not_scales() -> None:
+    # The scale bits of approximate sums depend on the data: read at run time, they do not
+    # make a new decoder; a slot's kind or columns do.
+    from cogra.runtime.fast.codegen_decode import DecodeShape, generate
+
+    slots = np.array([[fk.KIND_COUNT, 0, 0, 0, 0, 0, 0], [fk.KIND_APPROX_SUM, 0, 1, 1, 48, 0, 0]], np.int64)
+    other_scale = slots.copy()
+    other_scale[1, 4] = 12
+    other_column = slots.copy()
+    other_column[1, 2] = 2
+    assert DecodeShape.of(slots) == DecodeShape.of(other_scale)
+    assert DecodeShape.of(slots).key != DecodeShape.of(other_column).key
+    source = generate(DecodeShape.of(slots))
+    assert "scale_1 = slots[1, 4]" in source and "_window(0, out_i[w, 0]" in source
 
 
 @settings(max_examples=300, deadline=None)

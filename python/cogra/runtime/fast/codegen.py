@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from cogra.runtime.fast import codegen_ring
+from cogra.runtime.fast import codegen_decode, codegen_ring
 from cogra.runtime.fast.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
@@ -298,6 +298,12 @@ def ring_saving_for(shape: Shape) -> Callable:
     return _module_for(shape).ring_saving
 
 
+def decoder_for(shape: codegen_decode.DecodeShape) -> Callable:
+    """The finish's decode generated for a query's slots, with the signature of
+    :func:`finish_kernels.decode_one_window_per_key` (see :mod:`codegen_decode`)."""
+    return getattr(_module_for(shape), codegen_decode.FUNCTION)
+
+
 def kernel_from_for(shape: Shape) -> Callable:
     """The shape's kernel that continues windows from carried states (streaming):
     ``kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,
@@ -351,7 +357,9 @@ def _keep_better(w: "_Writer", dst: str, src: str, is_min: bool) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _source(shape: Shape) -> str:
+def _source(shape: Shape | codegen_decode.DecodeShape) -> str:
+    if isinstance(shape, codegen_decode.DecodeShape):
+        return codegen_decode.generate(shape)
     return generate(shape)
 
 

@@ -533,9 +533,10 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     decoded = (scratch(ctx, "status", shape, np.int8), value, value.view(np.float64),
                scratch(ctx, "exponent", shape, np.int32))
     if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
-        fk.decode_one_window_per_key(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
-                                     scratch(ctx, "key_of", (len(out.e),), np.int64),
-                                     scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
+        args = (slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
+                scratch(ctx, "key_of", (len(out.e),), np.int64),
+                scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
+        _one_window_per_key_decoder(ctx, slots, n, args)(*args)
     else:
         fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
     row_of = {idx: j for j, idx in enumerate(needed)}
@@ -593,6 +594,26 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     return cols
 
 
+SPECIALIZE_MIN_KEYS = 1 << 16
+"""Blocks of at least this many keys decode with the decoder generated for the query's
+slots (:mod:`codegen_decode`: ~1.6x faster; compiling it takes ~1 s the first time its
+slots are seen on a machine, then numba's disk cache serves it).  Smaller blocks use it
+once it is compiled, and request its compile in the background from engine calls of
+:data:`codegen.BACKGROUND_MIN_EVENTS` events on (as the kernels do).  Tests lower it."""
+
+
+def _one_window_per_key_decoder(ctx: "Context", slots: np.ndarray, n_keys: int, args: tuple) -> Callable:
+    """:func:`finish_kernels.decode_one_window_per_key`, or the decoder generated for these
+    slots where it runs (see :data:`SPECIALIZE_MIN_KEYS`)."""
+    from cogra.runtime.fast import codegen
+    from cogra.runtime.fast.codegen_decode import FUNCTION, DecodeShape
+
+    shape = DecodeShape.of(slots)
+    if codegen.generated_or_requested(shape, FUNCTION, n_keys, SPECIALIZE_MIN_KEYS, ctx.events, lambda: args):
+        return codegen.decoder_for(shape)
+    return fk.decode_one_window_per_key
+
+
 def _slot_row(ctx: "Context", idx: int) -> tuple[int, ...]:
     """A slot as :func:`finish_kernels.decode_slots` reads it: its kind, then its high and
     low limbs (a one-limb slot repeats its only one, unread) -- or for a slot of doubles
@@ -644,12 +665,16 @@ class Context:
     scratch: dict | None = None
     """The evaluation's pool of working arrays (:mod:`cogra.runtime.fast.scratch`); None:
     fresh ones."""
+    events: int = 0
+    """The engine call's events (whether a generated decoder's compile is worth requesting
+    in the background: :func:`codegen.generated_or_requested`)."""
 
     @classmethod
     def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":
         b = engine.bound
         return cls(b.query, engine.table.schema, b.time_type, engine.layout, engine.scales,
-                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size, engine.scratch)
+                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size, engine.scratch,
+                   engine.n)
 
 
 def scratch(ctx: Context, name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -150,15 +150,21 @@ def _slot_window(slots, j, out_i, out_f, out_e, w):
 
 
 @njit(cache=True, inline="always")
+def _store(j, k, s, v, m, p, status, value, mantissa, exponent):
+    """Slot ``j`` of key ``k`` := ``(s, v, m, p)`` (one of value and mantissa, by status)."""
+    status[j, k], exponent[j, k] = s, p
+    if s == EXACT:
+        value[j, k] = v
+    else:
+        mantissa[j, k] = m
+
+
+@njit(cache=True, inline="always")
 def _decode_window(slots, out_i, out_f, out_e, w, k, status, value, mantissa, exponent):
     """Every slot of window ``w``, the one window of key ``k`` (see :func:`decode_slots`)."""
     for j in range(slots.shape[0]):
         s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
-        status[j, k], exponent[j, k] = s, p
-        if s == EXACT:
-            value[j, k] = v
-        else:
-            mantissa[j, k] = m
+        _store(j, k, s, v, m, p, status, value, mantissa, exponent)
 
 
 # decode_slots allocates nothing, so it compiles without reference counts, and then its
@@ -234,7 +240,23 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
 def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, runs, status, value, mantissa, exponent):
     """:func:`decode_slots` where key ``k`` holds the one window ``windows[k]``, in tiles of
     the kernel's order.  ``key_of`` and ``runs``: scratch of one entry per output row (and
-    one more).  A *run* is a maximal range of windows whose keys ascend: a segment's."""
+    one more).  (:mod:`codegen_decode` generates it with the query's slots unrolled.)"""
+    n_runs, longest = window_runs(windows, key_of, runs)
+    for r0 in range(0, longest, TILE):
+        for r in range(n_runs):
+            a = runs[r] + r0
+            b = min(a + TILE, runs[r + 1])
+            for w in range(a, b):
+                if key_of[w] >= 0:  # else no key: the window has no finished trend
+                    _decode_window(slots, out_i, out_f, out_e, w, key_of[w], status, value, mantissa, exponent)
+
+
+@njit(cache=True, **NO_REFCOUNTS)
+def window_runs(windows, key_of, runs):
+    """The runs of windows of :func:`decode_one_window_per_key`: ``key_of[w]`` := the key of
+    window ``w`` (-1: none), ``runs[r]`` := the first window of run ``r``, ``runs[n_runs]``
+    := the number of windows.  A *run* is a maximal range of windows whose keys ascend: a
+    segment's.  Returns ``(n_runs, the longest run's windows)``."""
     for w in range(key_of.shape[0]):
         key_of[w] = -1
     for k in range(windows.shape[0]):
@@ -255,13 +277,7 @@ def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, runs,
     runs[n_runs] = key_of.shape[0]
     if n_runs > 0 and key_of.shape[0] - runs[n_runs - 1] > longest:
         longest = key_of.shape[0] - runs[n_runs - 1]
-    for r0 in range(0, longest, TILE):
-        for r in range(n_runs):
-            a = runs[r] + r0
-            b = min(a + TILE, runs[r + 1])
-            for w in range(a, b):
-                if key_of[w] >= 0:  # else no key: the window has no finished trend
-                    _decode_window(slots, out_i, out_f, out_e, w, key_of[w], status, value, mantissa, exponent)
+    return n_runs, longest
 
 
 @njit(cache=True)
