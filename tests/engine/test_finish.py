@@ -149,6 +149,20 @@ def test_group_column_equals_arrow_take(values, data) -> None:
     got.validate(full=True)
 
 
+@settings(max_examples=100, deadline=None)
+@given(width=st.integers(0, 9), wide=st.booleans(), data=st.data())
+def test_group_column_of_one_width_equals_arrow_take(width: int, wide: bool, data) -> None:
+    """Values of one byte length (ticker-like keys) are copied a constant length per row:
+    still Arrow's take, for empty values and two-byte characters too."""
+    chars, size = (st.sampled_from(["é", "ß"]), width // 2) if wide else (st.sampled_from(["a", "Z", "0"]), width)
+    values = data.draw(st.lists(st.text(chars, min_size=size, max_size=size), min_size=1, max_size=6))
+    distinct = pa.array(values, type=pa.string())
+    gid = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=40)), np.int64)
+    got = finish.group_column(distinct, gid)
+    assert got.to_pylist() == distinct.take(pa.array(gid, pa.int64())).to_pylist()
+    got.validate(full=True)
+
+
 def test_group_column_of_other_types_is_taken() -> None:
     distinct = pa.array([3, 1, 2], pa.int32())
     assert finish.group_column(distinct, np.array([2, 2, 0])).to_pylist() == [2, 2, 3]

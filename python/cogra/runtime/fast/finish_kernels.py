@@ -448,6 +448,19 @@ def gather_strings(offsets, data, index, out_offsets, out_data):
         out_offsets[r + 1] = at
 
 
+@njit(cache=True)
+def gather_fixed_width(data, base, width, index, out_offsets, out_data):
+    """:func:`gather_strings` where every value is ``width`` bytes, the first from ``base``."""
+    at = 0
+    for r in range(index.shape[0]):
+        out_offsets[r] = at
+        src = base + index[r] * width
+        for t in range(width):
+            out_data[at + t] = data[src + t]
+        at += width
+    out_offsets[index.shape[0]] = at
+
+
 __all__ = ["BIG", "EXACT", "HARD", "KIND_APPROX_COUNT", "KIND_APPROX_SUM", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT",
            "average", "decode_one_window_per_key",
-           "decode_slots", "float_sum", "gathered_bytes", "gather_strings", "keys_by_start", "keys_by_start_into"]
+           "decode_slots", "float_sum", "gather_fixed_width", "gathered_bytes", "gather_strings", "keys_by_start", "keys_by_start_into"]
