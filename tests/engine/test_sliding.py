@@ -281,3 +281,82 @@ def test_windows_with_the_same_events_copy_the_previous_result() -> None:
     assert by_start[-8] == (1, 2, 1) and by_start[-7] == (1, 2, 1)
     assert all(by_start[k] == (1, 6, 5) for k in range(12, 16))
     assert by_start[16] == (2, 13, 5)  # [16, 26): a20 b21, a20 b25
+
+
+def test_repeated_windows_run_once_in_the_sharing_kernel(monkeypatch) -> None:
+    # Windows over the same events as their predecessor run once in the sharing kernel;
+    # their rows are copied to the repeats afterwards (sliding._spread).
+    table = events("a0 b1 a2 x9 a20 b21 b25 a40", v=[1, 2, 3, 4, 5, 6, 7, 8])
+    query = ("RETURN COUNT(*), SUM(B.v), MIN(A.v) PATTERN SEQ(A+, B) "
+             "WITHIN 10 seconds SLIDE 1 second")
+    seen = []
+    real = sliding._distinct_windows
+
+    def spy(pool, seg, start, lo, hi, slide):
+        found = real(pool, seg, start, lo, hi, slide)
+        seen.append((len(seg), len(found[0])))
+        return found
+
+    monkeypatch.setattr(sliding, "_distinct_windows", spy)
+    with forced() as calls:
+        got = evaluate(query, table)
+    assert calls and seen and all(distinct < windows for windows, distinct in seen)
+    assert_same_result(got, evaluate_reference(query, table, on_overflow="null"))
+
+
+def distinct_by_hand(seg, start, lo, hi, slide):
+    """What sliding._distinct_in_walk_order computes, spelled out (None: not in walk order)."""
+    keep, of = [], []
+    for w in range(len(seg)):
+        if w and (seg[w] < seg[w - 1] or (seg[w] == seg[w - 1] and start[w] // slide <= start[w - 1] // slide)):
+            return None
+        if w and seg[w] == seg[w - 1] and lo[w] == lo[w - 1] and hi[w] == hi[w - 1]:
+            of.append(len(keep) - 1)
+        else:
+            keep.append(w)
+            of.append(len(keep) - 1)
+    return keep, of
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), slide=st.integers(1, 4))
+def test_distinct_windows_and_their_spread(data, slide: int) -> None:
+    import numpy as np
+
+    n = data.draw(st.integers(0, 30))
+    seg = sorted(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+    steps = data.draw(st.lists(st.sampled_from([1, 1, 1, 2, 0]), min_size=n, max_size=n))  # 0: out of order
+    start, lo, hi = [], [], []
+    for w in range(n):
+        first = w == 0 or seg[w] != seg[w - 1]
+        start.append((data.draw(st.integers(-3, 3)) if first else start[-1] // slide + steps[w]) * slide)
+        a = data.draw(st.integers(0, 5)) if first else lo[-1] + data.draw(st.sampled_from([0, 0, 1]))
+        lo.append(a)
+        hi.append(max(a, (hi[-1] if not first else a) + data.draw(st.sampled_from([0, 0, 1, 2]))))
+    arrays = [np.array(x, np.int64) for x in (seg, start, lo, hi)]
+    found = sliding._distinct_windows(None, *arrays, slide)
+    want = distinct_by_hand(seg, start, lo, hi, slide)
+    if want is None:
+        assert found is None
+        return
+    keep, of = want
+    d_seg, d_k, d_lo, d_hi, d_row, repeats = found
+    assert d_seg.tolist() == [seg[w] for w in keep] and d_lo.tolist() == [lo[w] for w in keep]
+    assert d_hi.tolist() == [hi[w] for w in keep] and d_k.tolist() == [start[w] // slide for w in keep]
+    assert d_row.tolist() == keep and repeats.tolist() == [w for w in range(n) if w not in keep]
+    # The kernel writes the distinct windows' rows; filling the repeats gives every window
+    # its distinct window's row (garbage elsewhere before).
+    rng = np.random.default_rng(n)
+    source = np.array([keep[d] for d in of], np.int64)  # each window's distinct window
+    want_rows = [rng.integers(0, 100, (n, width)).astype(t)[source]
+                 for width, t in ((1, np.uint64), (3, np.float64), (0, np.int64))]
+    want_e, want_r = rng.integers(0, 9, n)[source], (rng.random(n) < 0.5)[source]
+    got_rows = [a.copy() for a in want_rows]
+    got_e, got_r = want_e.copy(), want_r.copy()
+    for w in repeats:
+        for a in got_rows:
+            a[w] = 77
+        got_e[w], got_r[w] = -1, not got_r[w]
+    sliding._fill_repeats(*got_rows, got_e, got_r, repeats)
+    assert all(np.array_equal(a, b) for a, b in zip(got_rows, want_rows))
+    assert np.array_equal(got_e, want_e) and np.array_equal(got_r, want_r)

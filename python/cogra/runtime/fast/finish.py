@@ -598,8 +598,12 @@ SPECIALIZE_MIN_KEYS = 1 << 16
 """Blocks of at least this many keys decode with the decoder generated for the query's
 slots (:mod:`codegen_decode`: ~1.6x faster; compiling it takes ~1 s the first time its
 slots are seen on a machine, then numba's disk cache serves it).  Smaller blocks use it
-once it is compiled, and request its compile in the background from engine calls of
-:data:`codegen.BACKGROUND_MIN_EVENTS` events on (as the kernels do).  Tests lower it."""
+once it is compiled.  Tests lower it."""
+BACKGROUND_MIN_KEYS = 4096
+"""A block of at least this many keys (a Spark slice of a sliding query, say) that
+decodes with the generic decoder requests the generated one's compile in the background,
+from engine calls of :data:`codegen.BACKGROUND_MIN_EVENTS` events on (as the kernels do);
+a tumbling query's few keys do not repay even that."""
 
 
 def _one_window_per_key_decoder(ctx: "Context", slots: np.ndarray, n_keys: int, args: tuple) -> Callable:
@@ -609,8 +613,10 @@ def _one_window_per_key_decoder(ctx: "Context", slots: np.ndarray, n_keys: int, 
     from cogra.runtime.fast.codegen_decode import FUNCTION, DecodeShape
 
     shape = DecodeShape.of(slots)
-    if codegen.generated_or_requested(shape, FUNCTION, n_keys, SPECIALIZE_MIN_KEYS, ctx.events, lambda: args):
+    if codegen.use_generated(shape, FUNCTION, n_keys, SPECIALIZE_MIN_KEYS):
         return codegen.decoder_for(shape)
+    if n_keys >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events):
+        codegen.compile_in_background(shape, FUNCTION, args)
     return fk.decode_one_window_per_key
 
 

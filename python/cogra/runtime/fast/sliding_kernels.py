@@ -283,14 +283,15 @@ def run_sliding(
     mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, x_is_min, n_i, n_f,
     a_int, a_flt, a_valid, a_key, rows,
-    win_seg, win_k, win_lo, win_hi, slide, panes_per_window, max_batch, max_panes,
+    win_seg, win_k, win_lo, win_hi, win_row, slide, panes_per_window, max_batch, max_panes,
     out_i, out_f, out_x, out_e, out_r, seg_done,
 ):
     """Every window ``[k*slide, k*slide + panes_per_window*slide)`` of every segment.
 
     Windows come grouped by segment (``win_seg``), ``k`` ascending within one, with
-    their event ranges ``[win_lo, win_hi)``.  Results land in row ``w`` of ``out_*``.
-    ``seg_done[s]`` turns False when a float of segment ``s`` turned non-finite (or its
+    their event ranges ``[win_lo, win_hi)``.  Results land in row ``win_row[w]`` of
+    ``out_*`` (the caller may pass the distinct windows alone: see
+    :func:`sliding._distinct_windows`).  ``seg_done[s]`` turns False when a float of segment ``s`` turned non-finite (or its
     panes outgrew ``max_panes``); its rows are then meaningless.
     """
     n_x = x_is_min.shape[0]
@@ -338,7 +339,7 @@ def run_sliding(
             # The same events as the previous window (sparse sub-streams slide over
             # empty panes): the same result.  Skipping it only delays a flip, and it
             # pushes no pane.
-            _copy_output(out_i, out_f, out_x, out_e, out_r, w - 1, w)
+            _copy_output(out_i, out_f, out_x, out_e, out_r, win_row[w - 1], win_row[w])
             continue
         k = win_k[w]
         if pos < win_lo[w]:
@@ -404,4 +405,4 @@ def run_sliding(
                 seg_done[seg] = False
                 continue
             me[win] = e
-        _emit_row(mode, nv, final_bits, x_is_min, mi, mf, mx, mr, me, win, w, out_i, out_f, out_x, out_e, out_r)
+        _emit_row(mode, nv, final_bits, x_is_min, mi, mf, mx, mr, me, win, win_row[w], out_i, out_f, out_x, out_e, out_r)
