@@ -105,23 +105,26 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     # reused by its next block (cogra.runtime.fast.scratch).
     out = KernelOut.unfilled(len(seg), c, engine.scratch)
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
-    # Per evaluation, not per block of windows (cogra.runtime.fast.window_blocks).
-    pair_ok = fast.per_positions("pair_ok", rows, plays, lambda: fast.pair_ok[rows])
     max_panes = _max_panes(subs.seg_ptr, panes)
-    args = (
-        fast.mode, times, plays, pair_ok, fast.nv, fast.pred_ptr, fast.pred_idx,
-        fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
-        fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-        d_seg, d_k, d_lo, d_hi, d_row, slide, panes,
-        fast.max_batch_of(rows, plays), max_panes,
-        out.i, out.f, out.x, out.e, out.r, seg_done,
-    )
-    if codegen.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
-                                      engine.n, lambda: args):
+
+    def arguments(generated: bool) -> tuple:
+        # (pair_ok, max_batch: per evaluation, not per block of windows: window_blocks)
+        return (
+            fast.mode, times, plays, fast.pair_ok_of(rows, plays, generated), fast.nv, fast.pred_ptr,
+            fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
+            fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+            d_seg, d_k, d_lo, d_hi, d_row, slide, panes,
+            fast.max_batch_of(rows, plays), max_panes,
+            out.i, out.f, out.x, out.e, out.r, seg_done,
+        )
+
+    generated = codegen.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
+                                               engine.n, lambda: arguments(True))
+    if generated:
         # Large inputs (or any, once compiled): the same kernel with its pane update and
         # map application generated for the query's shape (codegen; cached on disk).
         kernel = codegen.sliding_for(kernel_shape)
-    kernel(*args)
+    kernel(*arguments(generated))
     _fill_repeats(out.i, out.f, out.x, out.e, out.r, repeats)
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
