@@ -689,8 +689,13 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     # without reference counts too (_loop_apart): inlined into a function with them, each
     # inlined call paid its array arguments' updates; as calls, each pushed ~10 words per
     # array argument (LLVM inlined none of them: too large).  The sliding benchmark's
-    # kernel 112 -> 83 ms (outputs bit-identical; its first compile ~1.3 s longer).
-    helper = f"@njit(cache=True{_NO_REFCOUNTS}, inline='always')" if _NO_REFCOUNTS else "@njit(cache=True)"
+    # kernel 112 -> 83 ms (outputs bit-identical; its first compile ~1.3 s longer).  Only
+    # for one Kleene variable under any (the derived maps below: small helpers); the
+    # larger helpers of other shapes stay calls -- inlined, their compiles grew by more
+    # than their runs shrank (the test suite's generated sliding kernels: minutes).
+    derived = one_kleene_variable_under_any(s)
+    inline = ", inline='always'" if derived else ""
+    helper = f"@njit(cache=True{_NO_REFCOUNTS}{inline})" if _NO_REFCOUNTS else "@njit(cache=True)"
     w("from cogra.runtime.fast.sliding_kernels import SCALE_ABOVE, SCALE_STEP, _clear_row")
     w()
     # Under any, the trends ending at a final variable join the finished row only when a
@@ -795,7 +800,6 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
                 w(f"{at('pr', 'dst + t', q)} = {at('pr', 'src + t', q)}")
             w("pe[dst + t] = pe[src + t]")
     w()
-    derived = one_kleene_variable_under_any(s)
 
     def one_more_trend(pi: str, pf: str, px: str, pr: str, pe: str, m: str) -> None:
         """Emit: map row ``m + 1`` (L_0) := row ``m`` (T0, normalized) plus one trend, at
