@@ -635,8 +635,7 @@ def generate(shape: Shape) -> str:
     _sliding_functions(w, s, window_loop, transfer)
     text = w.text()
     loop = ["_slide_windows"] if "\ndef _slide_windows(" in text else []  # (see _loop_apart)
-    return _prune_parameters(text, ["_apply", "_compose", "_copy_rows", "_emit_row", "_copy_output",
-                                    "_pane_map", *loop])
+    return _prune_parameters(text, ["_apply", "_compose", "_copy_rows", "_emit_row", "_pane_map", *loop])
 
 
 def _prune_parameters(text: str, functions: list[str]) -> str:
@@ -750,7 +749,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         w("return shift")
     w()
     # The per-window helpers with the shape's channels unrolled (the generic ones loop
-    # over runtime widths): a window's row out, a window copied, rows copied in the pool.
+    # over runtime widths): a window's row out, rows copied in the pool.
     def xid_of(k: int) -> str:
         return "XMIN" if s.x_is_min[k] else "XMAX"
 
@@ -782,13 +781,6 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
         w("out_e[w] = se[s]")
         reached = [at("sr", "s", v) for v in finals_any] if s.mode == 0 else [at("sr", "s", fin)]
         w("out_r[w] = " + (" or ".join(reached) or "False"))
-    w()
-    w(helper)
-    w("def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):")
-    with w.block():
-        each_channel(lambda c, k: f"out_{c}[dst, {k}] = out_{c}[src, {k}]")
-        w("out_e[dst] = out_e[src]")
-        w("out_r[dst] = out_r[src]")
     w()
     w(helper)
     w("def _copy_rows(pi, pf, px, pr, pe, src, dst, n):")

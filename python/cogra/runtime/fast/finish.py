@@ -673,7 +673,7 @@ class Context:
     fresh ones."""
     events: int = 0
     """The engine call's events (whether a generated decoder's compile is worth requesting
-    in the background: :func:`codegen.generated_or_requested`)."""
+    in the background: :func:`codegen.worth_requesting`)."""
 
     @classmethod
     def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":

@@ -42,7 +42,7 @@ from numba import njit
 
 from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
 from cogra.runtime.fast.jit import NO_REFCOUNTS
-from cogra.runtime.fast.kernels import _batch, _copy_output
+from cogra.runtime.fast.kernels import _batch
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
@@ -290,9 +290,10 @@ def run_sliding(
 
     Windows come grouped by segment (``win_seg``), ``k`` ascending within one, with
     their event ranges ``[win_lo, win_hi)``.  Results land in row ``win_row[w]`` of
-    ``out_*`` (the caller may pass the distinct windows alone: see
-    :func:`sliding._distinct_windows`).  ``seg_done[s]`` turns False when a float of segment ``s`` turned non-finite (or its
-    panes outgrew ``max_panes``); its rows are then meaningless.
+    ``out_*``.  The caller passes distinct windows (:func:`sliding._distinct_windows`): a
+    window over the same events as its predecessor would be evaluated again, correctly,
+    for nothing.  ``seg_done[s]`` turns False when a float of segment ``s`` turned
+    non-finite (or its panes outgrew ``max_panes``); its rows are then meaningless.
     """
     n_x = x_is_min.shape[0]
     sdim = nv + 1
@@ -334,12 +335,6 @@ def run_sliding(
             fptr = 0
             flip = win_k[w]  # forces a flip at the segment's first window
         if not seg_done[seg]:
-            continue
-        if w > 0 and win_seg[w - 1] == seg and win_lo[w - 1] == win_lo[w] and win_hi[w - 1] == win_hi[w]:
-            # The same events as the previous window (sparse sub-streams slide over
-            # empty panes): the same result.  Skipping it only delays a flip, and it
-            # pushes no pane.
-            _copy_output(out_i, out_f, out_x, out_e, out_r, win_row[w - 1], win_row[w])
             continue
         k = win_k[w]
         if pos < win_lo[w]:
