@@ -57,20 +57,21 @@ def context(request) -> finish.Context:
 
 @pytest.fixture(params=["generic", "generated"])
 def decoder(request, monkeypatch) -> list:
-    """A window per key decodes with the generic decoder or the one generated for the
-    query's slots (codegen_decode); the list collects the generated ones that ran."""
+    """A window per key finishes with the generic decode and item loops or the pass
+    generated for the query's slots and items (codegen_decode); the list collects the
+    generated ones that ran."""
     from cogra.runtime.fast import codegen
 
     ran: list = []
     if request.param == "generated":
         monkeypatch.setattr(finish, "SPECIALIZE_MIN_KEYS", 0)
-        original = codegen.decoder_for
+        original = codegen.finisher_for
 
         def spy(shape):
             ran.append(shape)
             return original(shape)
 
-        monkeypatch.setattr(codegen, "decoder_for", spy)
+        monkeypatch.setattr(codegen, "finisher_for", spy)
     else:
         monkeypatch.setattr(finish, "SPECIALIZE_MIN_KEYS", 1 << 62)
         monkeypatch.setattr(codegen, "REUSE_COMPILED", False)
@@ -250,20 +251,25 @@ def test_segments_longer_than_a_tile_are_decoded_in_tiles(context, decoder) -> N
     decoded_by(decoder)
 
 
-def test_generated_decoders_are_keyed_by_slots_not_scales() -> None:
+def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
     # The scale bits of approximate sums depend on the data: read at run time, they do not
-    # make a new decoder; a slot's kind or columns do.
-    from cogra.runtime.fast.codegen_decode import DecodeShape, generate
+    # make a new finisher; a slot's kind or columns, or an item's operation, do.
+    from cogra.runtime.fast import codegen_decode as gen
 
-    slots = np.array([[fk.KIND_COUNT, 0, 0, 0, 0, 0, 0], [fk.KIND_APPROX_SUM, 0, 1, 1, 48, 0, 0]], np.int64)
+    slots = np.array([[fk.KIND_COUNT, 0, 0, 0, 0, 0, 0], [fk.KIND_APPROX_SUM, 0, 1, 1, 48, 0, 0],
+                      [fk.KIND_APPROX_COUNT, 0, 2, 2, 0, 0, 0]], np.int64)
+    items = [(gen.ITEM_COUNT, 0, 0), (gen.ITEM_AVERAGE, 1, 2)]
     other_scale = slots.copy()
     other_scale[1, 4] = 12
     other_column = slots.copy()
     other_column[1, 2] = 2
-    assert DecodeShape.of(slots) == DecodeShape.of(other_scale)
-    assert DecodeShape.of(slots).key != DecodeShape.of(other_column).key
-    source = generate(DecodeShape.of(slots))
+    shape = gen.DecodeShape.of(slots, items)
+    assert shape == gen.DecodeShape.of(other_scale, items)
+    assert shape.key != gen.DecodeShape.of(other_column, items).key
+    assert shape.key != gen.DecodeShape.of(slots, [(gen.ITEM_COUNT, 0, 0), (gen.ITEM_FLOAT_SUM, 1, 2)]).key
+    source = gen.generate(shape)
     assert "scale_1 = slots[1, 4]" in source and "_window(0, out_i[w, 0]" in source
+    assert "item_scale_1 = scales[1]" in source and "average_item(s1, v1, m1, p1, s2, v2, m2, p2" in source
 
 
 @settings(max_examples=300, deadline=None)

@@ -267,9 +267,9 @@ def _ring_if_sliding(query: str):
 
 
 @pytest.mark.parametrize("query, functions", [
-    # (the sliding query's thousands of keys per block also ask for their generated decoder;
+    # (the sliding query's thousands of keys per block also ask for their generated finish;
     # the tumbling query's few do not: finish.BACKGROUND_MIN_KEYS)
-    (Q3, {"ring_saving", "ring_loading", "decode_one_window_per_key"}),
+    (Q3, {"ring_saving", "ring_loading", "finish_one_window_per_key"}),
     (Q3_TUMBLING, {"kernel_loading"})], ids=["q3", "q3-tumbling"])
 def test_a_spark_sized_call_requests_the_generated_runs_it_skips(reuse, monkeypatch, tmp_path,
                                                                  query, functions) -> None:

@@ -298,9 +298,9 @@ def ring_saving_for(shape: Shape) -> Callable:
     return _module_for(shape).ring_saving
 
 
-def decoder_for(shape: codegen_decode.DecodeShape) -> Callable:
-    """The finish's decode generated for a query's slots, with the signature of
-    :func:`finish_kernels.decode_one_window_per_key` (see :mod:`codegen_decode`)."""
+def finisher_for(shape: codegen_decode.DecodeShape) -> Callable:
+    """The finish of one window per key generated for a query's slots and items: decode and
+    columns in one pass (see :mod:`codegen_decode`)."""
     return getattr(_module_for(shape), codegen_decode.FUNCTION)
 
 

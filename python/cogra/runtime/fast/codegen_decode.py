@@ -1,19 +1,26 @@
-"""The finish's decode of one window per key, generated for the query's slots.
+"""The finish of one window per key, generated for the query's slots and items.
 
-:func:`finish_kernels.decode_one_window_per_key` reads each slot's kind and channel
-columns from its ``slots`` table, per window and slot, and branches on the kind there:
-the sliding benchmark's 1.92M windows x 3 slots took ~40 ms.  Here the kinds and columns
-are constants -- the same inlined helpers (:func:`finish_kernels._window`,
-:func:`finish_kernels._approximate_window`), called with literal kinds and column
-indices, so that the compiler drops every branch on them -- and the same decode took
-~25 ms, with identical results.  The windows' runs and tiles are the generic function's
-(:func:`finish_kernels.window_runs`, :data:`finish_kernels.TILE`).
+Where every output key holds one window (a sliding query's millions of rows), the generic
+finish decodes each slot the items read into per-key arrays (:func:`finish_kernels.
+decode_one_window_per_key`: status, value or mantissa, exponent), then makes each item's
+column from them in a pass of its own (:func:`finish_kernels.average` ...), then copies
+the counts out of the decode's buffer and tests the flags for hard keys.  Generated here,
+one pass per window decodes its slots into locals and writes the items' columns
+directly: the slots' kinds and channel columns and the items' operations are constants
+(the same inlined helpers: :func:`finish_kernels._window`,
+:func:`finish_kernels._approximate_window`, :func:`finish_kernels.count_item`,
+:func:`finish_kernels.average_item` ..., called with literal kinds and columns, so the
+compiler drops every branch on them), and it returns whether any key is hard.  The
+sliding benchmark's 1.92M windows x 3 slots: the generic decode ~40 ms, a generated
+decode alone ~25 ms; with its COUNT and AVG columns, the decode, AVG, copies and flag
+tests took ~31 ms, this pass ~21 ms.  The windows' runs and tiles are the generic
+decode's (:func:`finish_kernels.window_runs`, :data:`finish_kernels.TILE`).
 
-A decoder is keyed by its :class:`DecodeShape`: the slots table without the scale bits of
-approximate sums (data-dependent, read from ``slots`` at run time).  The module is
-written, cached and compiled as the query kernels are (:func:`codegen.decoder_for`,
-:func:`codegen.generated_or_requested`), with its own name prefix, so that only the
-decode is compiled for it.
+A finisher is keyed by its :class:`DecodeShape`: the slots table without the scale bits
+of approximate sums, and the items (data-dependent scale bits are run-time arguments).
+The module is written, cached and compiled as the query kernels are
+(:func:`codegen.finisher_for`, :func:`codegen.generated_or_requested`), with its own name
+prefix, so that only the finish is compiled for it.
 """
 
 from __future__ import annotations
@@ -25,27 +32,36 @@ from pathlib import Path
 from cogra.runtime.fast import finish_kernels as fk
 from cogra.runtime.fast.jit import NO_REFCOUNTS_SOURCE
 
-FUNCTION = "decode_one_window_per_key"
-"""The generated function's name (the generic one's)."""
+FUNCTION = "finish_one_window_per_key"
+"""The generated function's name."""
 SCALE_BITS = 4
 """The column of ``slots`` that holds an approximate sum's scale bits (finish._slot_row)."""
+
+ITEM_COUNT, ITEM_INTEGER_SUM, ITEM_AVERAGE, ITEM_FLOAT_SUM = 0, 1, 2, 3
+"""An item's operation: COUNT (one slot), SUM of an integer attribute, AVG, SUM of a float
+attribute (a sum and a count slot)."""
+NULL, OVERFLOW, HARD = 0, 1, 2
+"""The rows of an item's ``flags`` (see :func:`generate`)."""
 
 
 @dataclass(frozen=True)
 class DecodeShape:
-    """What a generated decoder depends on: per slot, ``finish._slot_row``'s row, with the
-    scale bits of approximate kinds zeroed (they stay run-time arguments)."""
+    """What a generated finisher depends on: per slot, ``finish._slot_row``'s row, with the
+    scale bits of approximate kinds zeroed (they stay run-time arguments), and per numeric
+    item ``(operation, its sum's or count's slot, its count's slot)`` (slots as rows of
+    ``slots``; COUNT repeats its one)."""
 
     slots: tuple[tuple[int, ...], ...]
+    items: tuple[tuple[int, int, int], ...] = ()
 
     @classmethod
-    def of(cls, slots) -> "DecodeShape":
+    def of(cls, slots, items=()) -> "DecodeShape":
         rows = []
         for row in slots.tolist():
             if row[0] >= fk.KIND_APPROX_COUNT:
                 row[SCALE_BITS] = 0
             rows.append(tuple(int(v) for v in row))
-        return cls(tuple(rows))
+        return cls(tuple(rows), tuple(tuple(int(v) for v in item) for item in items))
 
     @property
     def key(self) -> str:
@@ -63,22 +79,35 @@ def _helpers_hash() -> str:
 
 
 def generate(shape: DecodeShape) -> str:
-    """The module's source: ``decode_one_window_per_key`` with the generic signature."""
+    """The module's source: ``finish_one_window_per_key(slots, scales, out_i, out_f, out_e,
+    windows, key_of, runs, flags, values_0, values_1, ...)``.
+
+    Key ``k`` holds the one window ``windows[k]``; ``key_of`` and ``runs`` are scratch of one
+    entry per window (and one more).  Item ``t`` (``shape.items[t]``, scale bits
+    ``scales[t]`` for AVG and float SUM) writes ``values_t[k]`` and its ``flags[t, NULL /
+    OVERFLOW / HARD, k]``.  Returns whether any key is hard."""
+    values = [f"values_{t}" for t in range(len(shape.items))]
     lines = [
         '"""Generated by cogra.runtime.fast.codegen_decode -- do not edit."""',
         f"# helpers: {_helpers_hash()}",
         "from numba import njit",
-        "from cogra.runtime.fast.finish_kernels import TILE, _approximate_window, _store, _window, window_runs",
+        "from cogra.runtime.fast.finish_kernels import (TILE, _approximate_window, _window, average_item, "
+        "count_item, float_sum_item, integer_sum_item, window_runs)",
         "",
         "",
         f"@njit(cache=True{NO_REFCOUNTS_SOURCE})",
-        f"def {FUNCTION}(slots, out_i, out_f, out_e, windows, key_of, runs, status, value, mantissa, exponent):",
+        f"def {FUNCTION}(slots, scales, out_i, out_f, out_e, windows, key_of, runs, flags, "
+        + ", ".join(values) + "):",
     ]
     body = []
-    for j, (kind, i, f, bound, i_lo, f_lo, bound_lo) in enumerate(shape.slots):
+    for j, (kind, *_rest) in enumerate(shape.slots):
         if kind >= fk.KIND_APPROX_COUNT:
             body.append(f"scale_{j} = slots[{j}, {SCALE_BITS}]")
+    for t, (op, _total, _count) in enumerate(shape.items):
+        if op in (ITEM_AVERAGE, ITEM_FLOAT_SUM):
+            body.append(f"item_scale_{t} = scales[{t}]")
     body += [
+        "hard = False",
         "n_runs, longest = window_runs(windows, key_of, runs)",
         "for r0 in range(0, longest, TILE):",
         "    for r in range(n_runs):",
@@ -89,6 +118,7 @@ def generate(shape: DecodeShape) -> str:
         "            if k >= 0:  # else no key: the window has no finished trend",
         "                e = out_e[w]",
     ]
+    inner = []
     for j, (kind, i, f, bound, i_lo, f_lo, bound_lo) in enumerate(shape.slots):
         # As finish_kernels._slot_window, with the row's values as literals.
         if kind >= fk.KIND_APPROX_COUNT:
@@ -96,8 +126,23 @@ def generate(shape: DecodeShape) -> str:
         else:
             call = (f"_window({kind}, out_i[w, {i}], out_f[w, {bound}], out_f[w, {f}], "
                     f"out_i[w, {i_lo}], out_f[w, {bound_lo}], out_f[w, {f_lo}], e)")
-        body += [f"                s, v, m, p = {call}",
-                 f"                _store({j}, k, s, v, m, p, status, value, mantissa, exponent)"]
+        inner.append(f"s{j}, v{j}, m{j}, p{j} = {call}")
+    for t, (op, a, n) in enumerate(shape.items):
+        if op == ITEM_COUNT:
+            inner += [f"x, o, h = count_item(s{a}, v{a})", "nl = False"]
+        elif op == ITEM_INTEGER_SUM:
+            inner.append(f"x, nl, o, h = integer_sum_item(s{a}, v{a}, s{n}, v{n})")
+        elif op == ITEM_AVERAGE:
+            inner += [f"x, nl, h = average_item(s{a}, v{a}, m{a}, p{a}, s{n}, v{n}, m{n}, p{n}, item_scale_{t})",
+                      "o = False"]
+        elif op == ITEM_FLOAT_SUM:
+            inner.append(f"x, nl, o, h = float_sum_item(s{a}, v{a}, m{a}, p{a}, s{n}, v{n}, item_scale_{t})")
+        else:
+            raise ValueError(f"unknown item operation {op}")
+        inner += [f"values_{t}[k] = x", f"flags[{t}, {NULL}, k] = nl", f"flags[{t}, {OVERFLOW}, k] = o",
+                  f"flags[{t}, {HARD}, k] = h", "hard |= h"]
+    body += ["                " + line for line in inner]
+    body.append("return hard")
     lines += ["    " + line for line in body]
     return "\n".join(lines) + "\n"
 

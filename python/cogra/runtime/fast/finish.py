@@ -519,24 +519,36 @@ def _compilable(ctx: "Context") -> bool:
 def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
     """:func:`item_columns` through :mod:`finish_kernels`; the keys it marks hard are
     overwritten with the numpy rules' values (:func:`_take_numpy_rules`)."""
-    layout, chan = ctx.layout, ctx.chan
+    layout = ctx.layout
     n = len(keyed.first)
-    none = np.zeros(n, bool)
-    bounds = np.append(keyed.first, len(keyed.windows))
     # The integer slots the items read, decoded in one pass.
     needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
     slots = np.array([_slot_row(ctx, idx) for idx in needed], np.int64).reshape(-1, 7)
+    if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
+        cols = _finished_in_one_pass(ctx, out, keyed, needed, slots)
+        if cols is not None:
+            return cols
+    return _columns_of_decoded_slots(ctx, out, keyed, needed, slots)
+
+
+def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, needed: list[int],
+                              slots: np.ndarray) -> list[Column | None]:
+    """:func:`_compiled_item_columns` by decoding the slots into per-key arrays, then each
+    item's column from them."""
+    layout, chan = ctx.layout, ctx.chan
+    n = len(keyed.first)
+    none = np.zeros(n, bool)
+    bounds = np.append(keyed.first, len(keyed.windows))
     # Value (where EXACT) and mantissa (elsewhere) share one buffer; exponents fit int32.
     shape = (len(needed), n)
     value = scratch(ctx, "value", shape, np.int64)
     decoded = (scratch(ctx, "status", shape, np.int8), value, value.view(np.float64),
                scratch(ctx, "exponent", shape, np.int32))
     if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
-        args = (slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
-                scratch(ctx, "key_of", (len(out.e),), np.int64),
-                scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
-        _one_window_per_key_decoder(ctx, slots, n, args)(*args)
+        fk.decode_one_window_per_key(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
+                                     scratch(ctx, "key_of", (len(out.e),), np.int64),
+                                     scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
     else:
         fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
     row_of = {idx: j for j, idx in enumerate(needed)}
@@ -594,30 +606,76 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     return cols
 
 
+def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, needed: list[int],
+                          slots: np.ndarray) -> list[Column | None] | None:
+    """:func:`_compiled_item_columns` for one window per key by the finisher generated for
+    the query's slots and items (:mod:`codegen_decode`: decode and columns in one pass), or
+    None where it does not run (see :data:`SPECIALIZE_MIN_KEYS`)."""
+    from cogra.runtime.fast import codegen
+    from cogra.runtime.fast import codegen_decode as gen
+
+    layout, chan = ctx.layout, ctx.chan
+    n = len(keyed.first)
+    row_of = {idx: j for j, idx in enumerate(needed)}
+    items, scales, item_of = [], [], {}
+    for position, final in enumerate(layout.finals):
+        if final[0] == "group" or (final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX)):
+            continue
+        item_of[position] = len(items)
+        if final[0] == "slot":
+            items.append((gen.ITEM_COUNT, row_of[final[1]], row_of[final[1]]))
+            scales.append(0)
+            continue
+        func, s, _inf, nn, attr = final
+        if func == "SUM" and _integer_attribute(ctx, attr):
+            items.append((gen.ITEM_INTEGER_SUM, row_of[s], row_of[nn]))
+            scales.append(0)
+        else:
+            items.append((gen.ITEM_AVERAGE if func == "AVG" else gen.ITEM_FLOAT_SUM, row_of[s], row_of[nn]))
+            scales.append(_scale_bits(ctx, attr))
+    shape = gen.DecodeShape.of(slots, items)
+    values = [arrow_backed(n, np.int64 if op in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
+              for op, _, _ in items]
+    # The flags are working arrays: the columns live only until table_from_channels has
+    # built its table (their masks are copied into Arrow bitmaps there).
+    flags = scratch(ctx, "flags", (len(items), 3, n), np.bool_)
+    args = (slots, np.array(scales, np.int64), out.i.view(np.int64), out.f, out.e, keyed.windows,
+            scratch(ctx, "key_of", (len(out.e),), np.int64), scratch(ctx, "runs", (len(out.e) + 1,), np.int64),
+            flags, *values)
+    if not codegen.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS):
+        if n >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events):
+            codegen.compile_in_background(shape, gen.FUNCTION, args)
+        return None
+    any_hard = codegen.finisher_for(shape)(*args)
+    none = np.zeros(n, bool)
+    extremes = None
+    cols: list[Column | None] = []
+    for position, final in enumerate(layout.finals):
+        if position in item_of:
+            t = item_of[position]
+            cols.append(Column(values[t], flags[t, gen.NULL], flags[t, gen.OVERFLOW], flags[t, gen.HARD]))
+        elif final[0] == "group":
+            cols.append(None)
+        else:
+            if extremes is None:
+                extremes = merged_extremes(keyed, out, chan.x_is_min)
+            cols.append(_extreme_column(ctx, final[1], extremes, none))
+    if any_hard:
+        _take_numpy_rules(ctx, out, keyed, np.flatnonzero(flags[:, gen.HARD].any(axis=0)), cols)
+    return cols
+
+
 SPECIALIZE_MIN_KEYS = 1 << 16
-"""Blocks of at least this many keys decode with the decoder generated for the query's
-slots (:mod:`codegen_decode`: ~1.6x faster; compiling it takes ~1 s the first time its
-slots are seen on a machine, then numba's disk cache serves it).  Smaller blocks use it
-once it is compiled.  Tests lower it."""
+"""Blocks of at least this many keys, a window each, finish with the pass generated for
+the query's slots and items (:mod:`codegen_decode`: decode and columns in one pass, ~1.5x
+faster than the generic decode and item loops; compiling it takes ~1 s the first time its
+slots and items are seen on a machine, then numba's disk cache serves it).  Smaller blocks
+use it once it is compiled.  Tests lower it."""
 BACKGROUND_MIN_KEYS = 4096
 """A block of at least this many keys (a Spark slice of a sliding query, say) that
-decodes with the generic decoder requests the generated one's compile in the background,
+finishes with the generic decode requests the generated pass's compile in the background,
 from engine calls of :data:`codegen.BACKGROUND_MIN_EVENTS` events on (as the kernels do);
 a tumbling query's few keys do not repay even that."""
-
-
-def _one_window_per_key_decoder(ctx: "Context", slots: np.ndarray, n_keys: int, args: tuple) -> Callable:
-    """:func:`finish_kernels.decode_one_window_per_key`, or the decoder generated for these
-    slots where it runs (see :data:`SPECIALIZE_MIN_KEYS`)."""
-    from cogra.runtime.fast import codegen
-    from cogra.runtime.fast.codegen_decode import FUNCTION, DecodeShape
-
-    shape = DecodeShape.of(slots)
-    if codegen.use_generated(shape, FUNCTION, n_keys, SPECIALIZE_MIN_KEYS):
-        return codegen.decoder_for(shape)
-    if n_keys >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events):
-        codegen.compile_in_background(shape, FUNCTION, args)
-    return fk.decode_one_window_per_key
 
 
 def _slot_row(ctx: "Context", idx: int) -> tuple[int, ...]:

@@ -240,7 +240,8 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
 def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, runs, status, value, mantissa, exponent):
     """:func:`decode_slots` where key ``k`` holds the one window ``windows[k]``, in tiles of
     the kernel's order.  ``key_of`` and ``runs``: scratch of one entry per output row (and
-    one more).  (:mod:`codegen_decode` generates it with the query's slots unrolled.)"""
+    one more).  (:mod:`codegen_decode` generates it with the query's slots unrolled, and its
+    items' columns written in the same pass.)"""
     n_runs, longest = window_runs(windows, key_of, runs)
     for r0 in range(0, longest, TILE):
         for r in range(n_runs):
@@ -359,69 +360,93 @@ def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_gr
     return k
 
 
-@njit(cache=True, **NO_REFCOUNTS)
-def _double(status, value, mantissa, exponent, k):
+# Per key, an item's column entries from its slots' decoded (status, value, mantissa,
+# exponent): shared by the loops below (one item over decoded slots) and the finisher
+# generated per query (codegen_decode: decode and items in one pass, no decoded slots).
+
+@njit(cache=True, inline="always")
+def _as_double(s, v, m, p):
     """``(m, p)`` with the value ~ ``m * 2**p``: an exact value correctly rounded (int64 to
     double rounds to nearest even), a big one's approximation."""
-    if status[k] == EXACT:
-        return float(value[k]), 0
-    return mantissa[k], exponent[k]
+    if s == EXACT:
+        return float(v), 0
+    return m, p
 
 
-@njit(cache=True, **NO_REFCOUNTS)
-def _null_or_hard(t_st, n_st, n_val, k):
+@njit(cache=True, inline="always")
+def _null_or_hard(ts, ns, nv):
     """(NULL: no trends, hard: an operand undecided) -- as the numpy rules: a zero count
     makes the row NULL whatever its sum."""
-    null = n_st[k] == EXACT and n_val[k] == 0
-    return null, not null and (t_st[k] == HARD or n_st[k] == HARD)
+    null = ns == EXACT and nv == 0
+    return null, not null and (ts == HARD or ns == HARD)
+
+
+@njit(cache=True, inline="always")
+def count_item(s, v):
+    """COUNT(*) / COUNT(V) from its slot: ``(value, overflow, hard)`` -- exact values are
+    below 2**62; a big one overflows int64."""
+    return (v if s == EXACT else 0), s == BIG, s == HARD
+
+
+@njit(cache=True, inline="always")
+def integer_sum_item(ts, tv, ns, nv):
+    """SUM of an integer attribute from its sum and count slots: ``(value, null, overflow,
+    hard)``."""
+    null, hard = _null_or_hard(ts, ns, nv)
+    return (tv if ts == EXACT else 0), null, ts == BIG and not null and not hard, hard
+
+
+@njit(cache=True, inline="always")
+def average_item(ts, tv, tm, tp, ns, nv, nm, np_, scale_bits):
+    """AVG from its sum and count slots: ``(value, null, hard)``.  NULL without trends; the
+    correctly rounded quotient where both are exact and below 2**53 (IEEE division of
+    exact doubles); the quotient of the approximations where one is big; hard otherwise."""
+    null, hard = _null_or_hard(ts, ns, nv)
+    if null or hard:
+        return 0.0, null, hard
+    if ts == EXACT and ns == EXACT:
+        if tv >= DOUBLE_EXACT or tv <= -DOUBLE_EXACT or nv >= DOUBLE_EXACT:
+            return 0.0, False, True
+        q = _ldexp(float(tv) / float(nv), -scale_bits)
+        if q != 0.0 and abs(q) < SMALLEST_NORMAL:  # subnormal: rounded twice
+            return 0.0, False, True
+        return q, False, False
+    s_m, s_k = _as_double(ts, tv, tm, tp)
+    n_m, n_k = _as_double(ns, nv, nm, np_)
+    v = _ldexp(s_m / n_m, s_k - n_k - scale_bits)
+    if not math.isfinite(v):
+        return 0.0, False, True
+    return v, False, False
+
+
+@njit(cache=True, inline="always")
+def float_sum_item(ts, tv, tm, tp, ns, nv, scale_bits):
+    """SUM of a float attribute (kept as scaled integers) from its sum and count slots:
+    ``(value, null, overflow, hard)`` -- overflow where the double is infinite."""
+    null, hard = _null_or_hard(ts, ns, nv)
+    if null or hard:
+        return 0.0, null, False, hard
+    s_m, s_k = _as_double(ts, tv, tm, tp)
+    v = _ldexp(s_m, s_k - scale_bits)
+    if not math.isfinite(v):
+        return 0.0, False, True, False
+    return v, False, False, False
 
 
 @njit(cache=True)
 def average(t_st, t_val, t_man, t_exp, n_st, n_val, n_man, n_exp, scale_bits, values, null, hard):
-    """AVG from its sum and count slots: NULL without trends; the correctly rounded quotient
-    where both are exact and below 2**53 (IEEE division of exact doubles); the quotient of
-    the approximations where one is big; hard otherwise."""
+    """:func:`average_item` per key of decoded slots."""
     for k in range(values.shape[0]):
-        values[k] = 0.0
-        null[k], hard[k] = _null_or_hard(t_st, n_st, n_val, k)
-        if null[k] or hard[k]:
-            continue
-        if t_st[k] == EXACT and n_st[k] == EXACT:
-            tv, nv = t_val[k], n_val[k]
-            if tv >= DOUBLE_EXACT or tv <= -DOUBLE_EXACT or nv >= DOUBLE_EXACT:
-                hard[k] = True
-                continue
-            q = _ldexp(float(tv) / float(nv), -scale_bits)
-            if q != 0.0 and abs(q) < SMALLEST_NORMAL:  # subnormal: rounded twice
-                hard[k] = True
-                continue
-            values[k] = q
-            continue
-        s_m, s_k = _double(t_st, t_val, t_man, t_exp, k)
-        n_m, n_k = _double(n_st, n_val, n_man, n_exp, k)
-        v = _ldexp(s_m / n_m, s_k - n_k - scale_bits)
-        if not math.isfinite(v):
-            hard[k] = True
-            continue
-        values[k] = v
+        values[k], null[k], hard[k] = average_item(t_st[k], t_val[k], t_man[k], t_exp[k],
+                                                   n_st[k], n_val[k], n_man[k], n_exp[k], scale_bits)
 
 
 @njit(cache=True)
 def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, overflow, hard):
-    """SUM of a float attribute (kept as scaled integers): NULL without trends, overflow
-    where the double is infinite, hard where the sum is undecided."""
+    """:func:`float_sum_item` per key of decoded slots."""
     for k in range(values.shape[0]):
-        values[k] = 0.0
-        overflow[k] = False
-        null[k], hard[k] = _null_or_hard(t_st, n_st, n_val, k)
-        if null[k] or hard[k]:
-            continue
-        s_m, s_k = _double(t_st, t_val, t_man, t_exp, k)
-        v = _ldexp(s_m, s_k - scale_bits)
-        if not math.isfinite(v):
-            overflow[k] = True
-        else:
-            values[k] = v
+        values[k], null[k], overflow[k], hard[k] = float_sum_item(t_st[k], t_val[k], t_man[k], t_exp[k],
+                                                                  n_st[k], n_val[k], scale_bits)
 
 
 @njit(cache=True)
