@@ -63,6 +63,21 @@ def test_filtered_blocks_hold_the_windows_that_may_finish(inputs, block, data) -
     assert sorted(t for b in blocks for t in b) == want  # (walk order: by segment, then start)
 
 
+@settings(max_examples=200, deadline=None)
+@given(inputs=walk_inputs(max_segments=12, span=60, max_events=40), enough=st.integers(0, 200))
+def test_windows_are_counted_exactly_below_enough(inputs, enough) -> None:
+    # Whether to go by blocks needs the exact count only below the threshold: beyond it
+    # the count stops early and extrapolates, never below the threshold.
+    from cogra.runtime.fast import window_kernels as wk
+
+    seg_ptr, times, active, size, step = inputs
+    state = wk.walk_state(seg_ptr)
+    exact = wk.count_windows(seg_ptr, times, active, size, step, wk.LAST_WINDOW, state)
+    about = window_blocks._windows_about(seg_ptr, times, active, size, step, state, enough)
+    assert about == exact if exact < enough else about >= enough
+    assert np.array_equal(state, wk.walk_state(seg_ptr))  # a count leaves the walk's state alone
+
+
 def test_a_start_shared_by_many_windows_is_not_split() -> None:
     # 50 segments with one event each at time 0: each start's windows (one per segment)
     # are more than a block and stay together.

@@ -71,7 +71,7 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
     seg_ptr = np.asarray(seg_ptr, np.int64)
     times = np.asarray(times, np.int64)
     state = window_kernels.walk_state(seg_ptr)
-    total = window_kernels.count_windows(seg_ptr, times, active, size, step, window_kernels.LAST_WINDOW, state)
+    total = _windows_about(seg_ptr, times, active, size, step, state, MIN_BLOCKS * BLOCK_WINDOWS)
     if total < MIN_BLOCKS * BLOCK_WINDOWS:
         return None
     first_k = (int(np.min(times, where=active, initial=LARGE)) - size) // step + 1
@@ -101,6 +101,31 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
             width = max(1, min(4 * width, width * BLOCK_WINDOWS // max(walked, 1)))
 
     return walk()
+
+
+COUNT_CHUNKS = 8
+""":func:`_windows_about` counts the segments' windows in this many chunks of segments."""
+
+
+def _windows_about(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int, step: int,
+                   state: np.ndarray, enough: int) -> int:
+    """The windows of every segment, counted exactly where fewer than ``enough``; else
+    about as many -- counted over the first chunks of segments until ``enough`` are, then
+    extrapolated by the events those chunks hold.  The count is a walk over the events
+    (~6 ms per 1M events): where only the number's order matters (whether to go by blocks;
+    the first block's width, which later blocks correct by their own counts) it stops
+    early, ~2/3 of it for the sliding benchmark."""
+    n_seg = len(seg_ptr) - 1
+    chunk = max(1, -(-n_seg // COUNT_CHUNKS))
+    counted = 0
+    for a in range(0, n_seg, chunk):
+        b = min(n_seg, a + chunk)
+        counted += window_kernels.count_windows(seg_ptr[a:b + 1], times, active, size, step,
+                                                window_kernels.LAST_WINDOW, state[a:b])
+        if counted >= enough and b < n_seg:
+            events = int(seg_ptr[b] - seg_ptr[0])
+            return counted * int(seg_ptr[-1] - seg_ptr[0]) // max(1, events)
+    return counted
 
 
 __all__ = ["BLOCK_WINDOWS", "MIN_BLOCKS", "blocks", "too_few"]
