@@ -131,3 +131,27 @@ def test_spark_hook_skips_without_pyspark(monkeypatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyspark" else real(name, *a))
     with pytest.raises(runner.Skip, match="pyspark"):
         runner._contender("spark", runner.Limits())
+
+
+def test_a_paired_run_times_both_queries_in_one_process() -> None:
+    # The sliding target's ratio in one process: the paired query before each measured
+    # call, its median reported beside the run's own; the headline states their ratio.
+    from cogra.bench import report
+
+    limits = runner.Limits(time_limit=30, tracemalloc=False, repeat=3)
+    sliding = experiments.Q_SLIDING.format(slide=" SLIDE 10 seconds")
+    tumbling = experiments.Q_SLIDING.format(slide="")
+    run = Run("sliding", "paired, 10/s", "cogra", 3000, "stock", 3000, sliding,
+              data_kwargs={"rate": 10.0}, paired_query=tumbling)
+    out = runner.measure(run, limits)
+    assert out.status == runner.OK and out.repeats == 3
+    assert out.paired_latency_s is not None and out.paired_latency_s > 0
+    alone = runner.measure(Run("sliding", "sliding, 10/s", "cogra", 3000, "stock", 3000, sliding,
+                               data_kwargs={"rate": 10.0}), limits)
+    assert alone.paired_latency_s is None and alone.result_digest == out.result_digest
+    row = runner.outcome_row(run, out)
+    assert row["paired_latency_s"] == out.paired_latency_s
+    target = report._paired_target(row, 3000, ", 10/s")
+    assert target["target"] == "sliding vs tumbling in one process, 3,000 events, 10/s"
+    assert target["verdict"] == ("met" if out.latency_s / out.paired_latency_s <= 3 else "missed")
+    assert f"{out.latency_s / out.paired_latency_s:.2f}" in target["measured"]

@@ -109,7 +109,7 @@ def read_rows(csv_path: Path) -> list[dict]:
     with open(csv_path, newline="") as f:
         rows = list(csv.DictReader(f))
     for r in rows:
-        for k in ("latency_s", "latency_min_s", "throughput_eps", "setup_s", "wall_s"):
+        for k in ("latency_s", "latency_min_s", "paired_latency_s", "throughput_eps", "setup_s", "wall_s"):
             r[k] = float(r[k]) if r.get(k) not in (None, "") else None
         for k in ("rss_peak_delta_bytes", "tracemalloc_peak_bytes", "n_events", "result_rows"):
             r[k] = int(float(r[k])) if r.get(k) not in (None, "") else None
@@ -283,6 +283,9 @@ def headline(rows: list[dict], time_limit: float | None) -> list[dict]:
                         "measured": _fmt_ratio(ratio, bound) + " the tumbling latency" if ratio is not None else _status_pair(t, s),
                         "goal": "<= 3x", "verdict": _verdict(ratio, bound, lambda v: v <= 3, upper=True),
                         "detail": _lat_pair(("tumbling", t), ("sliding", s)) + rows})
+            p = _find(sl, series=f"paired{suffix}", x=n)
+            if p is not None:
+                out.append(_paired_target(p, n, suffix))
 
     # Peak memory flatness.
     mem = by_exp.get(("memory",), [])
@@ -319,6 +322,18 @@ def headline(rows: list[dict], time_limit: float | None) -> list[dict]:
                         "goal": "(report: cogra wins)", "verdict": "",
                         "detail": f"at x={x:,}" + (f"; {other} DNF from x={more[0]['x']:,}" if more else "")})
     return out
+
+
+def _paired_target(p: dict, n: int, suffix: str) -> dict:
+    """The sliding target measured in one process: the sliding query's median latency over
+    the tumbling one's, evaluated in turn (see experiments._sliding)."""
+    ok = p["status"] == "ok" and p.get("paired_latency_s")
+    ratio = p["latency_s"] / p["paired_latency_s"] if ok else None
+    return {"target": f"sliding vs tumbling in one process, {n:,} events{suffix}",
+            "measured": _fmt_ratio(ratio) + " the tumbling latency" if ok else p["status"],
+            "goal": "<= 3x", "verdict": _verdict(ratio, "", lambda v: v <= 3, upper=True),
+            "detail": (f"tumbling {_seconds(p['paired_latency_s'])}; sliding {_seconds(p['latency_s'])}, "
+                       "in turn" if ok else p.get("message", ""))}
 
 
 def _ratio(slow: dict | None, fast: dict | None, time_limit: float | None) -> tuple[float | None, str]:

@@ -61,6 +61,7 @@ class Outcome:
     message: str = ""
     latency_s: float | None = None
     latency_min_s: float | None = None
+    paired_latency_s: float | None = None
     repeats: int = 0
     throughput_eps: float | None = None
     rss_peak_delta_bytes: int | None = None
@@ -360,13 +361,19 @@ def child_main(run: Run, limits: Limits, conn: Any) -> None:
         if warmup != "none" and run.contender not in ("two-step", "sleep"):
             rows = table.num_rows if warmup == "full" else min(WARMUP_ROWS, table.num_rows)
             with generated_kernels_always():
-                fn(run.query, table.slice(0, rows))
+                for query in filter(None, (run.paired_query, run.query)):
+                    fn(query, table.slice(0, rows))
         probe = _engine_probe() if run.contender.startswith("cogra") else None
         gc.collect()
         conn.send(("ready", time.perf_counter() - started))
-        latencies, deltas, method, result = [], [], "", None
+        latencies, deltas, method, result, paired = [], [], "", None, []
         for _ in range(max(1, limits.repeat)):
             result = None
+            if run.paired_query:  # (its result is dropped before the measured call)
+                release_free_memory()
+                t0 = time.perf_counter()
+                fn(run.paired_query, table)
+                paired.append(time.perf_counter() - t0)
             release_free_memory()
             with PeakRss() as peak:
                 t0 = time.perf_counter()
@@ -376,7 +383,7 @@ def child_main(run: Run, limits: Limits, conn: Any) -> None:
             method = peak.method
         rows, digest = _digest(result)
         conn.send(("result", {
-            "latencies": latencies, "rss_delta": max(d for d in deltas if d is not None) if any(
+            "latencies": latencies, "paired_latencies": paired, "rss_delta": max(d for d in deltas if d is not None) if any(
                 d is not None for d in deltas) else None,
             "rss_method": method, "rows": rows, "digest": digest,
             "engine_stats": _format_stats(probe.get("stats")) if probe else "",
@@ -484,6 +491,8 @@ def measure(run: Run, limits: Limits) -> Outcome:
         out.status = OK
         out.latency_s = statistics.median(lat)
         out.latency_min_s = min(lat)
+        if data.get("paired_latencies"):
+            out.paired_latency_s = statistics.median(data["paired_latencies"])
         out.repeats = len(lat)
         out.throughput_eps = run.n_events / out.latency_s if out.latency_s > 0 else math.inf
         out.rss_peak_delta_bytes = data["rss_delta"]
@@ -569,7 +578,7 @@ def outcome_row(run: Run, out: Outcome) -> dict:
 
 CSV_FIELDS = [
     "experiment", "series", "contender", "x", "dataset", "n_events", "semantics", "selectivity",
-    "groups", "executor", "engine_stats", "status", "message", "latency_s", "latency_min_s", "repeats",
+    "groups", "executor", "engine_stats", "status", "message", "latency_s", "latency_min_s", "paired_latency_s", "repeats",
     "throughput_eps", "rss_peak_delta_bytes", "rss_method", "tracemalloc_peak_bytes",
     "result_rows", "result_digest", "setup_s", "wall_s", "query",
 ]

@@ -129,7 +129,10 @@ def generate(shape: DecodeShape) -> str:
         inner.append(f"s{j}, v{j}, m{j}, p{j} = {call}")
     for t, (op, a, n) in enumerate(shape.items):
         if op == ITEM_COUNT:
-            inner += [f"x, o, h = count_item(s{a}, v{a})", "nl = False"]
+            kind, i, _f, bound = shape.slots[a][:4]
+            if kind != fk.KIND_COUNT:
+                raise ValueError(f"COUNT reads a slot of kind {kind}")
+            inner += [f"x, o, h = count_item(s{a}, v{a}, out_i[w, {i}], out_f[w, {bound}], e)", "nl = False"]
         elif op == ITEM_INTEGER_SUM:
             inner.append(f"x, nl, o, h = integer_sum_item(s{a}, v{a}, s{n}, v{n})")
         elif op == ITEM_AVERAGE:

@@ -382,10 +382,24 @@ def _null_or_hard(ts, ns, nv):
 
 
 @njit(cache=True, inline="always")
-def count_item(s, v):
-    """COUNT(*) / COUNT(V) from its slot: ``(value, overflow, hard)`` -- exact values are
-    below 2**62; a big one overflows int64."""
-    return (v if s == EXACT else 0), s == BIG, s == HARD
+def count_item(s, v, r, bound_raw, e):
+    """COUNT(*) / COUNT(V) from its slot's decode ``(s, v)``, residue ``r`` (int64 view) and
+    bound: ``(value, overflow, hard)``.  Exact values are below 2**62, a big one overflows
+    int64.  A count the decode leaves hard (past 2**62, below the approximation's reach)
+    is decided here where the column alone is concerned: its bound below ``FITS_UNSIGNED``
+    makes the residue the value (from 2**63 on, an overflow), a bound above it is a count
+    past 2**63 -- an overflow (counts have no cancellation; the numpy rules decide the same,
+    ~0.5% of the sliding benchmark's windows at 100k events, 3 of its 38 ms)."""
+    if s != HARD:
+        return (v if s == EXACT else 0), s == BIG, False
+    if e > 0 and bound_raw < TINY:  # rescaled below resolution: the numpy rules decide
+        return 0, False, True
+    bound = _ldexp(bound_raw, e) if e != 0 else bound_raw
+    if bound < FITS_UNSIGNED:
+        return (r if r >= 0 else 0), r < 0, False
+    if bound >= FITS_UNSIGNED:  # (not NaN)
+        return 0, True, False
+    return 0, False, True
 
 
 @njit(cache=True, inline="always")
