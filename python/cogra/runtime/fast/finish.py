@@ -634,6 +634,9 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, needed: 
             items.append((gen.ITEM_AVERAGE if func == "AVG" else gen.ITEM_FLOAT_SUM, row_of[s], row_of[nn]))
             scales.append(_scale_bits(ctx, attr))
     shape = gen.DecodeShape.of(slots, items)
+    generated = codegen.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
+    if not generated and not (n >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events)):
+        return None
     values = [arrow_backed(n, np.int64 if op in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
               for op, _, _ in items]
     # The flags are working arrays: the columns live only until table_from_channels has
@@ -642,9 +645,8 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, needed: 
     args = (slots, np.array(scales, np.int64), out.i.view(np.int64), out.f, out.e, keyed.windows,
             scratch(ctx, "key_of", (len(out.e),), np.int64), scratch(ctx, "runs", (len(out.e) + 1,), np.int64),
             flags, *values)
-    if not codegen.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS):
-        if n >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events):
-            codegen.compile_in_background(shape, gen.FUNCTION, args)
+    if not generated:  # (the next call, a Spark slice's, say, finds it compiled)
+        codegen.compile_in_background(shape, gen.FUNCTION, args)
         return None
     any_hard = codegen.finisher_for(shape)(*args)
     none = np.zeros(n, bool)
