@@ -46,6 +46,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.runtime.aggregates import MAX, MIN
+from cogra.runtime.fast import codegen_decode as gen
 from cogra.runtime.fast import finish_kernels as fk
 from cogra.runtime.fast import scratch as reuse
 from cogra.runtime.fast.channels import (
@@ -525,23 +526,63 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
     slots = np.array([_slot_row(ctx, idx) for idx in needed], np.int64).reshape(-1, 7)
+    items = _numeric_items(ctx, {idx: j for j, idx in enumerate(needed)})
     if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
-        cols = _finished_in_one_pass(ctx, out, keyed, needed, slots)
+        cols = _finished_in_one_pass(ctx, out, keyed, slots, items)
         if cols is not None:
             return cols
-    return _columns_of_decoded_slots(ctx, out, keyed, needed, slots)
+    return _columns_of_decoded_slots(ctx, out, keyed, slots, items)
 
 
-def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, needed: list[int],
-                              slots: np.ndarray) -> list[Column | None]:
+def _numeric_items(ctx: "Context", row_of: dict[int, int]) -> dict[int, tuple[int, int, int, int]]:
+    """Per RETURN item :mod:`finish_kernels` computes (not a grouping item, not MIN/MAX), by
+    position: ``(operation, its sum's -- COUNT: its -- slot, its count's slot, scale bits)``,
+    operations as :mod:`codegen_decode`'s ``ITEM_*``, slots as rows of the decoded ones."""
+    layout = ctx.layout
+    items: dict[int, tuple[int, int, int, int]] = {}
+    for position, final in enumerate(layout.finals):
+        if final[0] == "group" or (final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX)):
+            continue
+        if final[0] == "slot":  # COUNT(*) / COUNT(V)
+            items[position] = (gen.ITEM_COUNT, row_of[final[1]], row_of[final[1]], 0)
+            continue
+        func, s, _inf, nn, attr = final
+        if func == "SUM" and _integer_attribute(ctx, attr):
+            items[position] = (gen.ITEM_INTEGER_SUM, row_of[s], row_of[nn], 0)
+        else:
+            op = gen.ITEM_AVERAGE if func == "AVG" else gen.ITEM_FLOAT_SUM
+            items[position] = (op, row_of[s], row_of[nn], _scale_bits(ctx, attr))
+    return items
+
+
+def _assembled(ctx: "Context", out: KernelOut, keyed: Keyed, items: dict,
+               column: Callable[[int], Column]) -> list[Column | None]:
+    """The columns in RETURN order: ``column(position)`` for the numeric items, None for
+    grouping items, MIN/MAX from the keys' merged extremes."""
+    none = np.zeros(len(keyed.first), bool)
+    extremes = None
+    cols: list[Column | None] = []
+    for position, final in enumerate(ctx.layout.finals):
+        if position in items:
+            cols.append(column(position))
+        elif final[0] == "group":
+            cols.append(None)
+        else:
+            if extremes is None:
+                extremes = merged_extremes(keyed, out, ctx.chan.x_is_min)
+            cols.append(_extreme_column(ctx, final[1], extremes, none))
+    return cols
+
+
+def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, slots: np.ndarray,
+                              items: dict) -> list[Column | None]:
     """:func:`_compiled_item_columns` by decoding the slots into per-key arrays, then each
-    item's column from them."""
-    layout, chan = ctx.layout, ctx.chan
+    item's column from them (:func:`finish_kernels.average` ...: the per-key rules of the
+    generated pass, :func:`_finished_in_one_pass`)."""
     n = len(keyed.first)
     none = np.zeros(n, bool)
-    bounds = np.append(keyed.first, len(keyed.windows))
     # Value (where EXACT) and mantissa (elsewhere) share one buffer; exponents fit int32.
-    shape = (len(needed), n)
+    shape = (len(slots), n)
     value = scratch(ctx, "value", shape, np.int64)
     decoded = (scratch(ctx, "status", shape, np.int8), value, value.view(np.float64),
                scratch(ctx, "exponent", shape, np.int32))
@@ -550,53 +591,37 @@ def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, need
                                      scratch(ctx, "key_of", (len(out.e),), np.int64),
                                      scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
     else:
-        fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows, bounds, *decoded)
-    row_of = {idx: j for j, idx in enumerate(needed)}
+        fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
+                        np.append(keyed.first, len(keyed.windows)), *decoded)
 
-    def slot(idx: int) -> tuple[np.ndarray, ...]:
+    def slot(row: int) -> tuple[np.ndarray, ...]:
         """(status, value, mantissa, exponent) per key; the value is meaningful where the
         status is EXACT, the mantissa and exponent where it is BIG."""
-        return tuple(a[row_of[idx]] for a in decoded)
+        return tuple(a[row] for a in decoded)
 
-    def own_values(values: np.ndarray) -> np.ndarray:
-        """A slot's values as a result column's own array.  The column is handed to Arrow
-        without a copy, and a view of the decode's buffer would keep it alive with the
-        result -- ``len(needed)`` times the column, block after block -- or, where it is
-        a :func:`scratch` array, be overwritten by the next call."""
-        if len(needed) == 1 and ctx.scratch is None:
-            return values
-        own = arrow_backed(len(values), values.dtype)
-        own[:] = values
-        return own
+    def column(position: int) -> Column:
+        op, a, c, scale_bits = items[position]
+        total, count = slot(a), slot(c)
+        if op == gen.ITEM_COUNT:  # exact values are below 2**62
+            # The column's own values: handed to Arrow without a copy, a view of the
+            # decode's buffer would keep all of it alive with the result -- or, where it is
+            # a scratch array, be overwritten by the next call.
+            values = arrow_backed(n, np.int64)
+            values[:] = total[1]
+            return Column(values, none, total[0] == fk.BIG, total[0] == fk.HARD)
+        null, overflow, hard = np.empty(n, bool), np.empty(n, bool), np.empty(n, bool)
+        if op == gen.ITEM_INTEGER_SUM:
+            values = arrow_backed(n, np.int64)
+            fk.integer_sum(total[0], total[1], count[0], count[1], values, null, overflow, hard)
+            return Column(values, null, overflow, hard)
+        values = arrow_backed(n, np.float64)
+        if op == gen.ITEM_AVERAGE:
+            fk.average(*total, *count, scale_bits, values, null, hard)
+            return Column(values, null, none, hard)
+        fk.float_sum(*total, count[0], count[1], scale_bits, values, null, overflow, hard)
+        return Column(values, null, overflow, hard)
 
-    extremes = None
-    cols: list[Column | None] = []
-    for final in layout.finals:
-        if final[0] == "group":
-            cols.append(None)
-        elif final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX):
-            if extremes is None:
-                extremes = merged_extremes(keyed, out, chan.x_is_min)
-            cols.append(_extreme_column(ctx, final[1], extremes, none))
-        elif final[0] == "slot":  # COUNT(*) / COUNT(V): exact values are below 2**62
-            st, val, _, _ = slot(final[1])
-            cols.append(Column(own_values(val), none, st == fk.BIG, st == fk.HARD))
-        else:
-            func, s, _inf, nn, attr = final
-            total, count = slot(s), slot(nn)
-            null, hard = np.empty(n, bool), np.empty(n, bool)
-            if func == "SUM" and _integer_attribute(ctx, attr):
-                null = (count[0] == fk.EXACT) & (count[1] == 0)
-                hard = ((count[0] == fk.HARD) | (total[0] == fk.HARD)) & ~null
-                cols.append(Column(own_values(total[1]), null, (total[0] == fk.BIG) & ~null & ~hard, hard))
-            elif func == "AVG":
-                values = arrow_backed(n, np.float64)
-                fk.average(*total, *count, _scale_bits(ctx, attr), values, null, hard)
-                cols.append(Column(values, null, none, hard))
-            else:
-                values, overflow = arrow_backed(n, np.float64), np.empty(n, bool)
-                fk.float_sum(*total, count[0], count[1], _scale_bits(ctx, attr), values, null, overflow, hard)
-                cols.append(Column(values, null, overflow, hard))
+    cols = _assembled(ctx, out, keyed, items, column)
     hard_keys = np.zeros(n, bool)
     for c in cols:
         if c is not None:
@@ -606,62 +631,38 @@ def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, need
     return cols
 
 
-def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, needed: list[int],
-                          slots: np.ndarray) -> list[Column | None] | None:
+def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: np.ndarray,
+                          items: dict) -> list[Column | None] | None:
     """:func:`_compiled_item_columns` for one window per key by the finisher generated for
     the query's slots and items (:mod:`codegen_decode`: decode and columns in one pass), or
     None where it does not run (see :data:`SPECIALIZE_MIN_KEYS`)."""
     from cogra.runtime.fast import codegen
-    from cogra.runtime.fast import codegen_decode as gen
 
-    layout, chan = ctx.layout, ctx.chan
     n = len(keyed.first)
-    row_of = {idx: j for j, idx in enumerate(needed)}
-    items, scales, item_of = [], [], {}
-    for position, final in enumerate(layout.finals):
-        if final[0] == "group" or (final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX)):
-            continue
-        item_of[position] = len(items)
-        if final[0] == "slot":
-            items.append((gen.ITEM_COUNT, row_of[final[1]], row_of[final[1]]))
-            scales.append(0)
-            continue
-        func, s, _inf, nn, attr = final
-        if func == "SUM" and _integer_attribute(ctx, attr):
-            items.append((gen.ITEM_INTEGER_SUM, row_of[s], row_of[nn]))
-            scales.append(0)
-        else:
-            items.append((gen.ITEM_AVERAGE if func == "AVG" else gen.ITEM_FLOAT_SUM, row_of[s], row_of[nn]))
-            scales.append(_scale_bits(ctx, attr))
-    shape = gen.DecodeShape.of(slots, items)
+    positions = list(items)  # the generated pass's item t is the t-th numeric item
+    shape = gen.DecodeShape.of(slots, [items[p][:3] for p in positions])
     generated = codegen.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
     if not generated and not (n >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events)):
         return None
-    values = [arrow_backed(n, np.int64 if op in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
-              for op, _, _ in items]
+    values = [arrow_backed(n, np.int64 if items[p][0] in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
+              for p in positions]
     # The flags are working arrays: the columns live only until table_from_channels has
     # built its table (their masks are copied into Arrow bitmaps there).
-    flags = scratch(ctx, "flags", (len(items), 3, n), np.bool_)
-    args = (slots, np.array(scales, np.int64), out.i.view(np.int64), out.f, out.e, keyed.windows,
-            scratch(ctx, "key_of", (len(out.e),), np.int64), scratch(ctx, "runs", (len(out.e) + 1,), np.int64),
-            flags, *values)
+    flags = scratch(ctx, "flags", (len(positions), 3, n), np.bool_)
+    args = (slots, np.array([items[p][3] for p in positions], np.int64), out.i.view(np.int64), out.f, out.e,
+            keyed.windows, scratch(ctx, "key_of", (len(out.e),), np.int64),
+            scratch(ctx, "runs", (len(out.e) + 1,), np.int64), flags, *values)
     if not generated:  # (the next call, a Spark slice's, say, finds it compiled)
         codegen.compile_in_background(shape, gen.FUNCTION, args)
         return None
     any_hard = codegen.finisher_for(shape)(*args)
-    none = np.zeros(n, bool)
-    extremes = None
-    cols: list[Column | None] = []
-    for position, final in enumerate(layout.finals):
-        if position in item_of:
-            t = item_of[position]
-            cols.append(Column(values[t], flags[t, gen.NULL], flags[t, gen.OVERFLOW], flags[t, gen.HARD]))
-        elif final[0] == "group":
-            cols.append(None)
-        else:
-            if extremes is None:
-                extremes = merged_extremes(keyed, out, chan.x_is_min)
-            cols.append(_extreme_column(ctx, final[1], extremes, none))
+    t_of = {p: t for t, p in enumerate(positions)}
+
+    def column(position: int) -> Column:
+        t = t_of[position]
+        return Column(values[t], flags[t, gen.NULL], flags[t, gen.OVERFLOW], flags[t, gen.HARD])
+
+    cols = _assembled(ctx, out, keyed, items, column)
     if any_hard:
         _take_numpy_rules(ctx, out, keyed, np.flatnonzero(flags[:, gen.HARD].any(axis=0)), cols)
     return cols
@@ -732,7 +733,7 @@ class Context:
     """The evaluation's pool of working arrays (:mod:`cogra.runtime.fast.scratch`); None:
     fresh ones."""
     events: int = 0
-    """The engine call's events (whether a generated decoder's compile is worth requesting
+    """The engine call's events (whether the generated finish's compile is worth requesting
     in the background: :func:`codegen.worth_requesting`)."""
 
     @classmethod

@@ -150,21 +150,15 @@ def _slot_window(slots, j, out_i, out_f, out_e, w):
 
 
 @njit(cache=True, inline="always")
-def _store(j, k, s, v, m, p, status, value, mantissa, exponent):
-    """Slot ``j`` of key ``k`` := ``(s, v, m, p)`` (one of value and mantissa, by status)."""
-    status[j, k], exponent[j, k] = s, p
-    if s == EXACT:
-        value[j, k] = v
-    else:
-        mantissa[j, k] = m
-
-
-@njit(cache=True, inline="always")
 def _decode_window(slots, out_i, out_f, out_e, w, k, status, value, mantissa, exponent):
     """Every slot of window ``w``, the one window of key ``k`` (see :func:`decode_slots`)."""
     for j in range(slots.shape[0]):
         s, v, m, p = _slot_window(slots, j, out_i, out_f, out_e, w)
-        _store(j, k, s, v, m, p, status, value, mantissa, exponent)
+        status[j, k], exponent[j, k] = s, p
+        if s == EXACT:
+            value[j, k] = v
+        else:
+            mantissa[j, k] = m
 
 
 # decode_slots allocates nothing, so it compiles without reference counts, and then its
@@ -456,6 +450,13 @@ def average(t_st, t_val, t_man, t_exp, n_st, n_val, n_man, n_exp, scale_bits, va
 
 
 @njit(cache=True)
+def integer_sum(t_st, t_val, n_st, n_val, values, null, overflow, hard):
+    """:func:`integer_sum_item` per key of decoded slots."""
+    for k in range(values.shape[0]):
+        values[k], null[k], overflow[k], hard[k] = integer_sum_item(t_st[k], t_val[k], n_st[k], n_val[k])
+
+
+@njit(cache=True)
 def float_sum(t_st, t_val, t_man, t_exp, n_st, n_val, scale_bits, values, null, overflow, hard):
     """:func:`float_sum_item` per key of decoded slots."""
     for k in range(values.shape[0]):
@@ -502,4 +503,4 @@ def gather_fixed_width(data, base, width, index, out_offsets, out_data):
 
 __all__ = ["BIG", "EXACT", "HARD", "KIND_APPROX_COUNT", "KIND_APPROX_SUM", "KIND_COUNT", "KIND_ISUM", "KIND_SPLIT",
            "average", "decode_one_window_per_key",
-           "decode_slots", "float_sum", "gather_fixed_width", "gathered_bytes", "gather_strings", "keys_by_start", "keys_by_start_into"]
+           "decode_slots", "float_sum", "gather_fixed_width", "integer_sum", "gathered_bytes", "gather_strings", "keys_by_start", "keys_by_start_into"]
