@@ -285,7 +285,7 @@ def test_windows_with_the_same_events_copy_the_previous_result() -> None:
 
 def test_repeated_windows_run_once_in_the_sharing_kernel(monkeypatch) -> None:
     # Windows over the same events as their predecessor run once in the sharing kernel;
-    # their rows are copied to the repeats afterwards (sliding._spread).
+    # their rows are copied to the repeats afterwards (sliding._fill_repeats).
     table = events("a0 b1 a2 x9 a20 b21 b25 a40", v=[1, 2, 3, 4, 5, 6, 7, 8])
     query = ("RETURN COUNT(*), SUM(B.v), MIN(A.v) PATTERN SEQ(A+, B) "
              "WITHIN 10 seconds SLIDE 1 second")
