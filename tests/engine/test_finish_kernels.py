@@ -251,6 +251,48 @@ def test_segments_longer_than_a_tile_are_decoded_in_tiles(context, decoder) -> N
     decoded_by(decoder)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the numpy rules on NaN and garbage
+@pytest.mark.parametrize("seed", range(6))
+def test_shared_rows_finish_as_their_windows_would(context, decoder, seed: int) -> None:
+    # The sliding kernel writes one row for consecutive windows over the same events
+    # (KernelOut.row_first): each row is decoded once and written to each of its windows'
+    # keys.  The columns equal those of the same channels with a row per window, and the
+    # numpy rules' (compare), with unreached rows, and rows of one window or of hundreds.
+    from cogra.runtime.fast import finish_kernels
+
+    rng = np.random.default_rng(seed)
+    lengths = [700, 1300, 40]
+    seg = np.repeat(np.arange(3), lengths)
+    start = np.concatenate([np.arange(m) * 5 for m in lengths])
+    new_row = (rng.random(len(seg)) < (0.5 if seed % 2 else 0.002)) | np.r_[True, seg[1:] != seg[:-1]]
+    row_first = np.append(np.flatnonzero(new_row), len(seg)).astype(np.int64)
+    shared = (random_out if seed < 3 else consistent_out)(rng, context, len(row_first) - 1)
+    shared.r[rng.random(len(shared.r)) < 0.1] = False
+    shared.row_first = row_first
+    per_window = shared.per_window()
+    assert per_window.row_first is None and len(per_window.e) == len(seg)
+    groups = [(0,), (1,), (2,)]
+    keyed = finish.keyed_windows(groups, seg, start, shared)
+    assert keyed.window_key is not None
+    if seed % 2:  # short rows: a segment's rows span several tiles
+        assert np.bincount(seg[row_first[:-1]]).max() > finish_kernels.TILE
+    else:  # long rows: a row's windows span more keys than a tile has rows
+        assert np.diff(row_first).max() > finish_kernels.TILE
+    theirs = finish.keyed_windows(groups, seg, start, per_window)
+    assert np.array_equal(keyed.start, theirs.start) and np.array_equal(keyed.gid, theirs.gid)
+    assert np.array_equal(per_window.e[theirs.windows], shared.e[keyed.windows])  # rows, not windows
+    compare(context, shared, keyed)
+    ours = finish._compiled_item_columns(context, shared, keyed)
+    for a, b in zip(ours, finish._compiled_item_columns(context, per_window, theirs)):
+        if a is None or isinstance(a.values, pa.Array):
+            continue
+        for name in ("null", "overflow", "undecided"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+        valid = ~(a.null | a.overflow | a.undecided)
+        assert np.array_equal(np.asarray(a.values)[valid], np.asarray(b.values)[valid])
+    decoded_by(decoder)
+
+
 def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
     # The scale bits of approximate sums depend on the data: read at run time, they do not
     # make a new finisher; a slot's kind or columns, or an item's operation, do.
@@ -268,7 +310,7 @@ def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
     assert shape.key != gen.DecodeShape.of(other_column, items).key
     assert shape.key != gen.DecodeShape.of(slots, [(gen.ITEM_COUNT, 0, 0), (gen.ITEM_FLOAT_SUM, 1, 2)]).key
     source = gen.generate(shape)
-    assert "scale_1 = slots[1, 4]" in source and "_window(0, out_i[w, 0]" in source
+    assert "scale_1 = slots[1, 4]" in source and "_window(0, out_i[d, 0]" in source
     assert "item_scale_1 = scales[1]" in source and "average_item(s1, v1, m1, p1, s2, v2, m2, p2" in source
 
 
@@ -276,7 +318,9 @@ def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
 @given(data=st.data())
 def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
     # finish_kernels.keys_by_start merges the segments' runs by (start, group rank); where
-    # it applies, the keys are those keyed_windows gets by sorting.
+    # it applies, the keys are those keyed_windows gets by sorting, and each window's key
+    # is its place among them.  Rows may be shared by consecutive windows of a segment
+    # (KernelOut.row_first): then ``reached`` is per row.
     from cogra.runtime.fast import finish_kernels as fk
 
     n_seg = data.draw(st.integers(1, 6))
@@ -289,11 +333,19 @@ def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
     seg, start = np.asarray(seg, np.int64), np.asarray(start, np.int64)
     order = np.argsort(seg, kind="stable")
     seg, start = seg[order], start[order]
-    reached = np.asarray(data.draw(st.lists(st.booleans(), min_size=len(seg), max_size=len(seg))), bool)
+    shared = data.draw(st.booleans())
+    if shared:  # a new row at every segment's first window, and wherever drawn
+        new_row = [w == 0 or seg[w] != seg[w - 1] or data.draw(st.booleans()) for w in range(len(seg))]
+        row_first = np.append(np.flatnonzero(new_row), len(seg)).astype(np.int64)
+        row_of = np.repeat(np.arange(len(row_first) - 1), np.diff(row_first))
+    else:
+        row_first, row_of = np.zeros(0, np.int64), np.arange(len(seg))
+    n_rows = len(row_first) - 1 if shared else len(seg)
+    reached_rows = np.asarray(data.draw(st.lists(st.booleans(), min_size=n_rows, max_size=n_rows)), bool)
     distinct = data.draw(st.booleans())
     seg_rank = (np.asarray(data.draw(st.permutations(range(n_seg))), np.int64) if distinct
                 else np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n_seg, max_size=n_seg)), np.int64))
-    n, windows, key_start, key_group = fk.keys_by_start(seg, start, reached, seg_rank)
+    n, key_start, key_group, window_key = fk.keys_by_start(seg, start, reached_rows, row_first, seg_rank)
     present = np.unique(seg)
     if len(np.unique(seg_rank[present])) < len(present):
         assert n == -1  # two segments of one output group
@@ -302,11 +354,13 @@ def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
         assert n >= 0  # within the sweep's budget, it applies
     if n < 0:
         return
-    ids = np.flatnonzero(reached)
+    ids = np.flatnonzero(reached_rows[row_of])
     want = ids[np.lexsort((seg_rank[seg[ids]], start[ids]))]
-    assert windows[:n].tolist() == want.tolist()
     assert key_start[:n].tolist() == start[want].tolist()
     assert key_group[:n].tolist() == seg_rank[seg[want]].tolist()
+    want_key = np.full(len(seg), -1)
+    want_key[want] = np.arange(len(want))
+    assert window_key.tolist() == want_key.tolist()
 
 
 def test_keys_by_start_refuses_windows_out_of_walk_order() -> None:
@@ -315,8 +369,9 @@ def test_keys_by_start_refuses_windows_out_of_walk_order() -> None:
     seg = np.array([0, 0, 1], np.int64)
     reached = np.ones(3, bool)
     rank = np.array([0, 1], np.int64)
-    assert fk.keys_by_start(seg, np.array([5, 3, 1], np.int64), reached, rank)[0] == -1
-    assert fk.keys_by_start(seg, np.array([3, 5, 1], np.int64), reached, rank)[0] == 3
+    every = np.zeros(0, np.int64)
+    assert fk.keys_by_start(seg, np.array([5, 3, 1], np.int64), reached, every, rank)[0] == -1
+    assert fk.keys_by_start(seg, np.array([3, 5, 1], np.int64), reached, every, rank)[0] == 3
 
 
 @njit

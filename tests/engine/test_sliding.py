@@ -285,7 +285,7 @@ def test_windows_with_the_same_events_copy_the_previous_result() -> None:
 
 def test_repeated_windows_run_once_in_the_sharing_kernel(monkeypatch) -> None:
     # Windows over the same events as their predecessor run once in the sharing kernel;
-    # their rows are copied to the repeats afterwards (sliding._fill_repeats).
+    # they share its row of channels (KernelOut.row_first).
     table = events("a0 b1 a2 x9 a20 b21 b25 a40", v=[1, 2, 3, 4, 5, 6, 7, 8])
     query = ("RETURN COUNT(*), SUM(B.v), MIN(A.v) PATTERN SEQ(A+, B) "
              "WITHIN 10 seconds SLIDE 1 second")
@@ -294,7 +294,7 @@ def test_repeated_windows_run_once_in_the_sharing_kernel(monkeypatch) -> None:
 
     def spy(pool, seg, start, lo, hi, slide):
         found = real(pool, seg, start, lo, hi, slide)
-        seen.append((len(seg), len(found[0])))
+        seen.append((len(seg), len(found[1])))
         return found
 
     monkeypatch.setattr(sliding, "_distinct_windows", spy)
@@ -323,6 +323,8 @@ def distinct_by_hand(seg, start, lo, hi, slide):
 def test_distinct_windows_and_their_spread(data, slide: int) -> None:
     import numpy as np
 
+    from cogra.runtime.fast.channels import KernelOut
+
     n = data.draw(st.integers(0, 30))
     seg = sorted(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
     steps = data.draw(st.lists(st.sampled_from([1, 1, 1, 2, 0]), min_size=n, max_size=n))  # 0: out of order
@@ -340,23 +342,11 @@ def test_distinct_windows_and_their_spread(data, slide: int) -> None:
         assert found is None
         return
     keep, of = want
-    d_seg, d_k, d_lo, d_hi, d_row, repeats = found
-    assert d_seg.tolist() == [seg[w] for w in keep] and d_lo.tolist() == [lo[w] for w in keep]
-    assert d_hi.tolist() == [hi[w] for w in keep] and d_k.tolist() == [start[w] // slide for w in keep]
-    assert d_row.tolist() == keep and repeats.tolist() == [w for w in range(n) if w not in keep]
-    # The kernel writes the distinct windows' rows; filling the repeats gives every window
-    # its distinct window's row (garbage elsewhere before).
-    rng = np.random.default_rng(n)
-    source = np.array([keep[d] for d in of], np.int64)  # each window's distinct window
-    want_rows = [rng.integers(0, 100, (n, width)).astype(t)[source]
-                 for width, t in ((1, np.uint64), (3, np.float64), (0, np.int64))]
-    want_e, want_r = rng.integers(0, 9, n)[source], (rng.random(n) < 0.5)[source]
-    got_rows = [a.copy() for a in want_rows]
-    got_e, got_r = want_e.copy(), want_r.copy()
-    for w in repeats:
-        for a in got_rows:
-            a[w] = 77
-        got_e[w], got_r[w] = -1, not got_r[w]
-    sliding._fill_repeats(*got_rows, got_e, got_r, repeats)
-    assert all(np.array_equal(a, b) for a, b in zip(got_rows, want_rows))
-    assert np.array_equal(got_e, want_e) and np.array_equal(got_r, want_r)
+    row_first, row_k = found
+    assert row_first.tolist() == keep + [n] and row_k.tolist() == [start[w] // slide for w in keep]
+    # Each window's row is its distinct window's (KernelOut.rows_of_windows).
+    out = KernelOut(np.zeros((len(keep), 1), np.uint64), np.zeros((len(keep), 1)), np.zeros((len(keep), 0), np.int64),
+                    np.arange(len(keep)), np.ones(len(keep), bool), row_first)
+    assert out.windows == n and out.rows_of_windows().tolist() == of
+    assert out.per_window().e.tolist() == of
+    assert [out.window_of_row(d) for d in range(len(keep))] == keep

@@ -651,7 +651,7 @@ class Engine:
             if not len(block.seg):
                 continue  # none of its windows may finish
             n += len(block.seg)
-            out = self._run_kernels(subs, block, fast)
+            out = self._run_kernels(subs, block, fast, rows_may_be_shared=True)
             table = finish.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
                                         metadata=metadata)
             if table is None:
@@ -664,9 +664,10 @@ class Engine:
                                on_overflow=on_overflow, metadata=metadata)
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
-    def _run_kernels(self, subs: SubStreams, wins: "Windows", fast: Any):
+    def _run_kernels(self, subs: SubStreams, wins: "Windows", fast: Any, rows_may_be_shared: bool = False):
         """The kernels' output for ``wins`` (channels, undecoded); None where the compiled
-        executor ``fast`` is None (unsupported) or there are no windows."""
+        executor ``fast`` is None (unsupported) or there are no windows.  A row per window,
+        unless ``rows_may_be_shared`` (the compiled finish reads :attr:`KernelOut.row_first`)."""
         if fast is None or not len(wins.seg):
             return None
         out = None
@@ -684,16 +685,19 @@ class Engine:
             out = shared_rows.run_raw(fast, self, subs, wins)
         if out is None:
             out = fast.run_raw(subs, wins.lo, wins.hi)
-        return out
+        return out if rows_may_be_shared else out.per_window()
 
-    def state_of(self, subs: SubStreams, wins: "Windows", w: int, fast: Any, out: Any) -> list | None:
-        """Window ``w``'s exact state: decoded from the kernel, or re-run in Python."""
+    def state_of(self, subs: SubStreams, wins: "Windows", w: int, fast: Any, out: Any,
+                 row: int | None = None) -> list | None:
+        """Window ``w``'s exact state: decoded from the kernel's row ``row`` (default ``w``),
+        or re-run in Python."""
         if fast is not None and out is not None:
             from cogra.runtime.fast.channels import decode
 
-            if not out.r[w]:
+            row = w if row is None else row
+            if not out.r[row]:
                 return None
-            state = decode(fast.chan, self.layout, out.i[w], out.f[w], out.x[w], int(out.e[w]),
+            state = decode(fast.chan, self.layout, out.i[row], out.f[row], out.x[row], int(out.e[row]),
                            fast.x_decoders, self.scales)
             if state is not fast.UNDECIDED:
                 return state

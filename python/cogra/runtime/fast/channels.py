@@ -61,6 +61,10 @@ class KernelOut:
     ``i`` uint64 [w, n_i], ``f`` float64 [w, n_f] (scaled by ``2**-e``), ``x`` int64
     [w, n_x], ``e`` int64 [w] the window's exponent, ``r`` bool [w]: whether any trend
     finished (a window without one has no result row).
+
+    A sliding query's sharing kernel evaluates a window over the same events as the window
+    before it only once (:mod:`cogra.runtime.fast.sliding`): its rows are *shared*, and
+    ``row_first`` says by which windows.
     """
 
     i: np.ndarray
@@ -68,6 +72,33 @@ class KernelOut:
     x: np.ndarray
     e: np.ndarray
     r: np.ndarray
+    row_first: np.ndarray | None = None
+    """Shared rows: row ``d`` holds the channels of the consecutive windows ``row_first[d]``
+    to ``row_first[d + 1] - 1`` (one more entry than rows: the number of windows).  None:
+    row ``w`` is window ``w``'s."""
+
+    @property
+    def windows(self) -> int:
+        """The number of windows (rows, where they are not shared)."""
+        return len(self.e) if self.row_first is None else int(self.row_first[-1])
+
+    def rows_of_windows(self) -> np.ndarray:
+        """Each window's row (int64)."""
+        if self.row_first is None:
+            return np.arange(len(self.e))
+        return np.repeat(np.arange(len(self.e)), np.diff(self.row_first))
+
+    def window_of_row(self, row: int) -> int:
+        """The first window whose channels row ``row`` holds."""
+        return row if self.row_first is None else int(self.row_first[row])
+
+    def per_window(self) -> "KernelOut":
+        """These channels with a row per window: itself, or a copy where rows are shared
+        (for the consumers that read them by window: the engine's row path)."""
+        if self.row_first is None:
+            return self
+        rows = self.rows_of_windows()
+        return KernelOut(self.i[rows], self.f[rows], self.x[rows], self.e[rows], self.r[rows])
 
     @classmethod
     def zeros(cls, w: int, chan: "ChannelLayout") -> "KernelOut":
@@ -100,7 +131,7 @@ class KernelOut:
         return out
 
     def put(self, where: np.ndarray, other: "KernelOut") -> None:
-        """Overwrite windows ``where`` with ``other``'s rows (in order)."""
+        """Overwrite rows ``where`` with ``other``'s rows (in order)."""
         for mine, theirs in ((self.i, other.i), (self.f, other.f), (self.x, other.x),
                              (self.e, other.e), (self.r, other.r)):
             mine[where] = theirs

@@ -985,9 +985,9 @@ def _flat_pool(run_sliding: str) -> str:
         call = f"{name}(mi, mf, mx, mr, me,"
         assert call in text, call
         text = text.replace(call, f"{name}(mi_flat, mf_flat, mx_flat, mr_flat, me,")
-    call = "x_is_min, mi, mf, mx, mr, me, win, win_row[w],"  # _emit_row's
+    call = "x_is_min, mi, mf, mx, mr, me, win, d,"  # _emit_row's
     assert text.count(call) == 1, call
-    text = text.replace(call, "x_is_min, mi_flat, mf_flat, mx_flat, mr_flat, me, win, win_row[w],")
+    text = text.replace(call, "x_is_min, mi_flat, mf_flat, mx_flat, mr_flat, me, win, d,")
     calls = list(re.finditer(r"_pane_map\(([^()]*)\)", text))
     assert len(calls) == 1, "run_sliding calls _pane_map once"
     flat = re.sub(r"\b(mi|mf|mx|mr)\b", r"\1_flat", calls[0].group(0))

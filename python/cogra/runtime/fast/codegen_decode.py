@@ -14,7 +14,7 @@ compiler drops every branch on them), and it returns whether any key is hard.  T
 sliding benchmark's 1.92M windows x 3 slots: the generic decode ~40 ms, a generated
 decode alone ~25 ms; with its COUNT and AVG columns, the decode, AVG, copies and flag
 tests took ~31 ms, this pass ~21 ms.  The windows' runs and tiles are the generic
-decode's (:func:`finish_kernels.window_runs`, :data:`finish_kernels.TILE`).
+decode's (:func:`finish_kernels.row_runs`, :data:`finish_kernels.TILE`).
 
 A finisher is keyed by its :class:`DecodeShape`: the slots table without the scale bits
 of approximate sums, and the items (data-dependent scale bits are run-time arguments).
@@ -80,10 +80,12 @@ def _helpers_hash() -> str:
 
 def generate(shape: DecodeShape) -> str:
     """The module's source: ``finish_one_window_per_key(slots, scales, out_i, out_f, out_e,
-    windows, key_of, runs, flags, values_0, values_1, ...)``.
+    row_first, window_key, runs, flags, values_0, values_1, ...)``.
 
-    Key ``k`` holds the one window ``windows[k]``; ``key_of`` and ``runs`` are scratch of one
-    entry per window (and one more).  Item ``t`` (``shape.items[t]``, scale bits
+    Every key holds one window: window ``w``'s key is ``window_key[w]`` (-1: none), its row
+    of ``out_*`` as ``row_first`` says (:func:`finish_kernels.row_windows`: a row may be
+    shared by consecutive windows, and is then decoded once for all); ``runs`` is scratch
+    of one entry per row and one more.  Item ``t`` (``shape.items[t]``, scale bits
     ``scales[t]`` for AVG and float SUM) writes ``values_t[k]`` and its ``flags[t, NULL /
     OVERFLOW / HARD, k]``.  Returns whether any key is hard."""
     values = [f"values_{t}" for t in range(len(shape.items))]
@@ -92,11 +94,11 @@ def generate(shape: DecodeShape) -> str:
         f"# helpers: {_helpers_hash()}",
         "from numba import njit",
         "from cogra.runtime.fast.finish_kernels import (TILE, _approximate_window, _window, average_item, "
-        "count_item, float_sum_item, integer_sum_item, window_runs)",
+        "count_item, float_sum_item, integer_sum_item, row_runs, row_windows)",
         "",
         "",
         f"@njit(cache=True{NO_REFCOUNTS_SOURCE})",
-        f"def {FUNCTION}(slots, scales, out_i, out_f, out_e, windows, key_of, runs, flags, "
+        f"def {FUNCTION}(slots, scales, out_i, out_f, out_e, row_first, window_key, runs, flags, "
         + ", ".join(values) + "):",
     ]
     body = []
@@ -108,42 +110,48 @@ def generate(shape: DecodeShape) -> str:
             body.append(f"item_scale_{t} = scales[{t}]")
     body += [
         "hard = False",
-        "n_runs, longest = window_runs(windows, key_of, runs)",
+        "n_runs, longest = row_runs(row_first, window_key, out_e.shape[0], runs)",
         "for r0 in range(0, longest, TILE):",
         "    for r in range(n_runs):",
         "        a = runs[r] + r0",
         "        b = min(a + TILE, runs[r + 1])",
-        "        for w in range(a, b):",
-        "            k = key_of[w]",
-        "            if k >= 0:  # else no key: the window has no finished trend",
-        "                e = out_e[w]",
+        "        for d in range(a, b):",
+        "            first, last = row_windows(row_first, d)",
+        "            if window_key[first] >= 0:  # else no key: the row has no finished trend",
+        "                e = out_e[d]",
     ]
     inner = []
     for j, (kind, i, f, bound, i_lo, f_lo, bound_lo) in enumerate(shape.slots):
         # As finish_kernels._slot_window, with the row's values as literals.
         if kind >= fk.KIND_APPROX_COUNT:
-            call = f"_approximate_window(out_f[w, {f}], out_f[w, {bound}], e, scale_{j})"
+            call = f"_approximate_window(out_f[d, {f}], out_f[d, {bound}], e, scale_{j})"
         else:
-            call = (f"_window({kind}, out_i[w, {i}], out_f[w, {bound}], out_f[w, {f}], "
-                    f"out_i[w, {i_lo}], out_f[w, {bound_lo}], out_f[w, {f_lo}], e)")
+            call = (f"_window({kind}, out_i[d, {i}], out_f[d, {bound}], out_f[d, {f}], "
+                    f"out_i[d, {i_lo}], out_f[d, {bound_lo}], out_f[d, {f_lo}], e)")
         inner.append(f"s{j}, v{j}, m{j}, p{j} = {call}")
+    # Each item's entry once per row; then written to the key of every window the row holds.
+    stores = []
     for t, (op, a, n) in enumerate(shape.items):
         if op == ITEM_COUNT:
             kind, i, _f, bound = shape.slots[a][:4]
             if kind != fk.KIND_COUNT:
                 raise ValueError(f"COUNT reads a slot of kind {kind}")
-            inner += [f"x, o, h = count_item(s{a}, v{a}, out_i[w, {i}], out_f[w, {bound}], e)", "nl = False"]
+            inner += [f"x{t}, o{t}, h{t} = count_item(s{a}, v{a}, out_i[d, {i}], out_f[d, {bound}], e)",
+                      f"nl{t} = False"]
         elif op == ITEM_INTEGER_SUM:
-            inner.append(f"x, nl, o, h = integer_sum_item(s{a}, v{a}, s{n}, v{n})")
+            inner.append(f"x{t}, nl{t}, o{t}, h{t} = integer_sum_item(s{a}, v{a}, s{n}, v{n})")
         elif op == ITEM_AVERAGE:
-            inner += [f"x, nl, h = average_item(s{a}, v{a}, m{a}, p{a}, s{n}, v{n}, m{n}, p{n}, item_scale_{t})",
-                      "o = False"]
+            inner += [f"x{t}, nl{t}, h{t} = average_item(s{a}, v{a}, m{a}, p{a}, s{n}, v{n}, m{n}, p{n}, "
+                      f"item_scale_{t})", f"o{t} = False"]
         elif op == ITEM_FLOAT_SUM:
-            inner.append(f"x, nl, o, h = float_sum_item(s{a}, v{a}, m{a}, p{a}, s{n}, v{n}, item_scale_{t})")
+            inner.append(f"x{t}, nl{t}, o{t}, h{t} = float_sum_item(s{a}, v{a}, m{a}, p{a}, s{n}, v{n}, "
+                         f"item_scale_{t})")
         else:
             raise ValueError(f"unknown item operation {op}")
-        inner += [f"values_{t}[k] = x", f"flags[{t}, {NULL}, k] = nl", f"flags[{t}, {OVERFLOW}, k] = o",
-                  f"flags[{t}, {HARD}, k] = h", "hard |= h"]
+        inner.append(f"hard |= h{t}")
+        stores += [f"    values_{t}[k] = x{t}", f"    flags[{t}, {NULL}, k] = nl{t}",
+                   f"    flags[{t}, {OVERFLOW}, k] = o{t}", f"    flags[{t}, {HARD}, k] = h{t}"]
+    inner += ["for w in range(first, last):", "    k = window_key[w]"] + stores
     body += ["                " + line for line in inner]
     body.append("return hard")
     lines += ["    " + line for line in body]

@@ -85,16 +85,58 @@ def applies(engine: Any, fast: Any) -> bool:
 # ---------------------------------------------------------------------------------------
 
 
-@dataclass
 class Keyed:
-    """Reached windows grouped by output key, in output order."""
+    """Reached windows grouped by output key, in output order.
 
-    start: np.ndarray  # int64 window start per key
-    gid: np.ndarray  # output group id per key
-    first: np.ndarray  # per key, the index of its first window in ``windows``
-    windows: np.ndarray  # window indices sorted by key
-    key_of: np.ndarray  # per entry of ``windows``, its key
-    groups: list[tuple]  # distinct output groups, in sort order (gid = index)
+    ``start``: the window start per key; ``gid``: the output group per key, an index of
+    ``groups`` (the distinct output groups, in sort order).  Which windows a key merges:
+    ``windows`` lists them by key, as the rows of the kernels' output they read; ``first``
+    is each key's first entry there, and ``key_of`` each entry's key.
+
+    Where every key holds one window (a sliding query's millions of rows), ``window_key``
+    says which -- per window, in the kernels' order, its key or -1 -- and ``first``,
+    ``key_of`` and ``windows`` are derived from it only if read (with ``row_first``, the
+    rows' windows: :attr:`KernelOut.row_first`): the finish of one window per key reads
+    none of them, and they were three fresh words per result row, page faults mostly.
+    """
+
+    def __init__(self, start: np.ndarray, gid: np.ndarray, groups: list[tuple], *,
+                 first: np.ndarray | None = None, windows: np.ndarray | None = None,
+                 key_of: np.ndarray | None = None, window_key: np.ndarray | None = None,
+                 row_first: np.ndarray | None = None) -> None:
+        if window_key is None and (first is None or windows is None or key_of is None):
+            raise ValueError("keys need their windows, or a window each (window_key)")
+        self.start, self.gid, self.groups = start, gid, groups
+        self._first, self._windows, self._key_of = first, windows, key_of
+        self.window_key = window_key
+        """Per window, its key (-1: none), where every key holds one window; else None."""
+        self.row_first = row_first
+
+    @property
+    def n_keys(self) -> int:
+        return len(self.start)
+
+    @property
+    def first(self) -> np.ndarray:
+        if self._first is None:
+            self._first = np.arange(self.n_keys)
+        return self._first
+
+    @property
+    def key_of(self) -> np.ndarray:
+        if self._key_of is None:
+            self._key_of = self.first  # a window per key
+        return self._key_of
+
+    @property
+    def windows(self) -> np.ndarray:
+        if self._windows is None:
+            reached = np.flatnonzero(self.window_key >= 0)
+            windows = np.empty(self.n_keys, np.int64)
+            rows = reached if self.row_first is None else np.searchsorted(self.row_first, reached, side="right") - 1
+            windows[self.window_key[reached]] = rows
+            self._windows = windows
+        return self._windows
 
     def subset(self, keys: np.ndarray) -> "Keyed":
         """The keys ``keys`` (ascending) with their windows, as a Keyed of its own."""
@@ -102,15 +144,21 @@ class Keyed:
         lengths = ends[keys + 1] - ends[keys]
         first = np.cumsum(lengths) - lengths
         entries = np.repeat(ends[keys] - first, lengths) + np.arange(int(lengths.sum()))
-        return Keyed(self.start[keys], self.gid[keys], first, self.windows[entries],
-                     np.repeat(np.arange(len(keys)), lengths), self.groups)
+        return Keyed(self.start[keys], self.gid[keys], self.groups, first=first, windows=self.windows[entries],
+                     key_of=np.repeat(np.arange(len(keys)), lengths))
+
+    def renumbered(self) -> "Keyed":
+        """These keys reading rows ``0, 1, ...`` (their windows' rows, gathered in order)."""
+        return Keyed(self.start, self.gid, self.groups, first=self.first, windows=np.arange(len(self.windows)),
+                     key_of=self.key_of)
 
 
 def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, out: KernelOut,
                   pool: dict | None = None) -> Keyed:
     """Window ``w`` belongs to segment ``seg[w]`` (output group ``seg_groups[seg[w]]``)
-    and starts at ``start[w]``.  ``pool``: where the keys' windows and groups may be working
-    arrays (:mod:`cogra.runtime.fast.scratch`; the caller's to copy out of)."""
+    and starts at ``start[w]``; its channels are in ``out`` (rows shared or not:
+    :attr:`KernelOut.row_first`).  ``pool``: where the keys' windows and groups may be
+    working arrays (:mod:`cogra.runtime.fast.scratch`; the caller's to copy out of)."""
     distinct: dict[tuple, int] = {}
     seg_gid = np.fromiter((distinct.setdefault(g, len(distinct)) for g in seg_groups), np.int64,
                           len(seg_groups))
@@ -120,38 +168,48 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     rank[ranked] = np.arange(len(groups))
     seg_rank = rank[seg_gid]  # per segment (few), not per window
     ordered_groups = [groups[i] for i in ranked]
+    shared = out.row_first is not None
+    n_windows = len(seg)
     if len(seg) and len(groups):
         w = len(seg)
-        windows, s = reuse.take(pool, "keys.windows", (w,), np.int64), arrow_backed(w, np.int64)
-        g = reuse.take(pool, "keys.group", (w,), np.int64)
-        n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64), out.r, seg_rank,
-                                  windows, s, g)
+        s, g = arrow_backed(w, np.int64), reuse.take(pool, "keys.group", (w,), np.int64)
+        window_key = reuse.take(pool, "keys.window_key", (w,), np.int64)
+        n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64), out.r,
+                                  out.row_first if shared else NOT_SHARED, seg_rank, s, g, window_key)
         if n >= 0:  # every segment its own group, in walk order: a window per key, merged
-            first = np.arange(n)
-            return Keyed(s[:n], g[:n], first, windows[:n], first, ordered_groups)
-    reached = np.flatnonzero(out.r)
-    some_unreached = len(reached) < len(out.r)  # else no gathers by ``reached``
+            return Keyed(s[:n], g[:n], ordered_groups, window_key=window_key, row_first=out.row_first)
+    row_of = out.rows_of_windows() if shared else None
+    reached = np.flatnonzero(out.r if row_of is None else out.r[row_of])
+    some_unreached = len(reached) < n_windows  # else no gathers by ``reached``
     if some_unreached:
         seg, start = seg[reached], start[reached]
     gid = seg_rank[seg] if len(groups) else np.zeros(0, np.int64)
     by_key = np.lexsort((gid, start))
     windows = reached[by_key] if some_unreached else by_key
+    rows = windows if row_of is None else row_of[windows]
     s, g = start[by_key], gid[by_key]
     new = np.ones(len(windows), bool)
     new[1:] = (s[1:] != s[:-1]) | (g[1:] != g[:-1])
     if new.all():  # a window per key (sub-streams are the output groups): no gathers
         first = np.arange(len(windows))
-        return Keyed(s, g, first, windows, first, ordered_groups)
+        window_key = np.full(n_windows, -1, np.int64)
+        window_key[windows] = first
+        return Keyed(s, g, ordered_groups, first=first, windows=rows, key_of=first, window_key=window_key,
+                     row_first=out.row_first)
     first = np.flatnonzero(new)
-    return Keyed(s[first], g[first], first, windows, np.cumsum(new) - 1, ordered_groups)
+    return Keyed(s[first], g[first], ordered_groups, first=first, windows=rows, key_of=np.cumsum(new) - 1)
+
+
+NOT_SHARED = np.zeros(0, np.int64)
+"""``row_first`` for the kernels' rows where each is one window's (:mod:`finish_kernels`)."""
 
 
 def merged_extremes(keyed: Keyed, out: KernelOut, x_is_min: np.ndarray) -> np.ndarray:
     """MIN/MAX keys per output key (min/max over its windows)."""
     w = keyed.windows
-    if len(keyed.first) == len(w):  # one window per key: nothing to merge
+    if keyed.n_keys == len(w):  # one window per key: nothing to merge
         return out.x[w]
-    k, key = len(keyed.first), keyed.key_of
+    k, key = keyed.n_keys, keyed.key_of
     mx = np.empty((k, out.x.shape[1]), np.int64)
     for c in range(out.x.shape[1]):
         if x_is_min[c]:
@@ -363,9 +421,9 @@ def merged_number(num: Number, keyed: Keyed) -> Number:
     """Per key: exact if every window is (summed exactly), big if the sum is provably huge."""
     w = keyed.windows
     num = num.take(w)
-    if len(keyed.first) == len(w):
+    if keyed.n_keys == len(w):
         return num
-    k, key = len(keyed.first), keyed.key_of
+    k, key = keyed.n_keys, keyed.key_of
 
     def total(values: np.ndarray, dtype) -> np.ndarray:
         acc = np.zeros(k, dtype)
@@ -428,7 +486,7 @@ def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | 
 def numpy_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
     """:func:`item_columns` by the numpy rules: every case, ~30 passes over the keys."""
     layout, chan = ctx.layout, ctx.chan
-    none = np.zeros(len(keyed.first), bool)
+    none = np.zeros(keyed.n_keys, bool)
     extremes = merged_extremes(keyed, out, chan.x_is_min)
     cols: list[Column | None] = []
     numbers: dict[int, Number] = {}
@@ -521,13 +579,13 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     """:func:`item_columns` through :mod:`finish_kernels`; the keys it marks hard are
     overwritten with the numpy rules' values (:func:`_take_numpy_rules`)."""
     layout = ctx.layout
-    n = len(keyed.first)
+    n = keyed.n_keys
     # The integer slots the items read, decoded in one pass.
     needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})
     slots = np.array([_slot_row(ctx, idx) for idx in needed], np.int64).reshape(-1, 7)
     items = _numeric_items(ctx, {idx: j for j, idx in enumerate(needed)})
-    if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
+    if keyed.window_key is not None:  # a window per key: read the channels in the kernel's order
         cols = _finished_in_one_pass(ctx, out, keyed, slots, items)
         if cols is not None:
             return cols
@@ -559,7 +617,7 @@ def _assembled(ctx: "Context", out: KernelOut, keyed: Keyed, items: dict,
                column: Callable[[int], Column]) -> list[Column | None]:
     """The columns in RETURN order: ``column(position)`` for the numeric items, None for
     grouping items, MIN/MAX from the keys' merged extremes."""
-    none = np.zeros(len(keyed.first), bool)
+    none = np.zeros(keyed.n_keys, bool)
     extremes = None
     cols: list[Column | None] = []
     for position, final in enumerate(ctx.layout.finals):
@@ -579,17 +637,17 @@ def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, slot
     """:func:`_compiled_item_columns` by decoding the slots into per-key arrays, then each
     item's column from them (:func:`finish_kernels.average` ...: the per-key rules of the
     generated pass, :func:`_finished_in_one_pass`)."""
-    n = len(keyed.first)
+    n = keyed.n_keys
     none = np.zeros(n, bool)
     # Value (where EXACT) and mantissa (elsewhere) share one buffer; exponents fit int32.
     shape = (len(slots), n)
     value = scratch(ctx, "value", shape, np.int64)
     decoded = (scratch(ctx, "status", shape, np.int8), value, value.view(np.float64),
                scratch(ctx, "exponent", shape, np.int32))
-    if len(keyed.windows) == n:  # a window per key: read the channels in the kernel's order
-        fk.decode_one_window_per_key(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
-                                     scratch(ctx, "key_of", (len(out.e),), np.int64),
-                                     scratch(ctx, "runs", (len(out.e) + 1,), np.int64), *decoded)
+    if keyed.window_key is not None:  # a window per key: read the channels in the kernel's order
+        fk.decode_one_window_per_key(slots, out.i.view(np.int64), out.f, out.e, _row_first(out),
+                                     keyed.window_key, scratch(ctx, "runs", (len(out.e) + 1,), np.int64),
+                                     *decoded)
     else:
         fk.decode_slots(slots, out.i.view(np.int64), out.f, out.e, keyed.windows,
                         np.append(keyed.first, len(keyed.windows)), *decoded)
@@ -638,7 +696,7 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
     None where it does not run (see :data:`SPECIALIZE_MIN_KEYS`)."""
     from cogra.runtime.fast import codegen
 
-    n = len(keyed.first)
+    n = keyed.n_keys
     positions = list(items)  # the generated pass's item t is the t-th numeric item
     shape = gen.DecodeShape.of(slots, [items[p][:3] for p in positions])
     generated = codegen.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
@@ -650,8 +708,8 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
     # built its table (their masks are copied into Arrow bitmaps there).
     flags = scratch(ctx, "flags", (len(positions), 3, n), np.bool_)
     args = (slots, np.array([items[p][3] for p in positions], np.int64), out.i.view(np.int64), out.f, out.e,
-            keyed.windows, scratch(ctx, "key_of", (len(out.e),), np.int64),
-            scratch(ctx, "runs", (len(out.e) + 1,), np.int64), flags, *values)
+            _row_first(out), keyed.window_key, scratch(ctx, "runs", (len(out.e) + 1,), np.int64), flags,
+            *values)
     if not generated:  # (the next call, a Spark slice's, say, finds it compiled)
         codegen.compile_in_background(shape, gen.FUNCTION, args)
         return None
@@ -666,6 +724,11 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
     if any_hard:
         _take_numpy_rules(ctx, out, keyed, np.flatnonzero(flags[:, gen.HARD].any(axis=0)), cols)
     return cols
+
+
+def _row_first(out: KernelOut) -> np.ndarray:
+    """``out``'s rows as :mod:`finish_kernels` takes them (:func:`finish_kernels.row_windows`)."""
+    return NOT_SHARED if out.row_first is None else out.row_first
 
 
 SPECIALIZE_MIN_KEYS = 1 << 16
@@ -700,9 +763,9 @@ def _take_numpy_rules(ctx: "Context", out: KernelOut, keyed: Keyed, keys: np.nda
                       cols: list[Column | None]) -> None:
     """Overwrite the numeric columns at ``keys`` with the numpy rules' columns."""
     sub = keyed.subset(keys)
-    rows = sub.windows  # decode only their windows, renumbered
-    sub.windows = np.arange(len(rows))
-    theirs = numpy_item_columns(ctx, KernelOut(out.i[rows], out.f[rows], out.x[rows], out.e[rows], out.r[rows]), sub)
+    rows = sub.windows  # decode only their windows' rows, renumbered
+    theirs = numpy_item_columns(ctx, KernelOut(out.i[rows], out.f[rows], out.x[rows], out.e[rows], out.r[rows]),
+                                sub.renumbered())
     for i, (mine, other) in enumerate(zip(cols, theirs)):
         if mine is None or isinstance(mine.values, (pa.Array, pa.ChunkedArray)):
             continue  # grouping items; MIN/MAX are the same for every key
@@ -773,8 +836,8 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     schema = table_schema(q, ctx.input_schema, ctx.time_type, metadata)
     keyed = keyed_windows(seg_groups, seg, start, out, ctx.scratch)
     cols = item_columns(ctx, out, keyed)
-    undecided = np.zeros(len(keyed.first), bool)
-    overflow = np.zeros(len(keyed.first), bool)
+    undecided = np.zeros(keyed.n_keys, bool)
+    overflow = np.zeros(keyed.n_keys, bool)
     for c in cols:
         if c is not None:
             undecided |= c.undecided
@@ -884,8 +947,8 @@ def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, met
     rows = []
     for k in slow.tolist():
         state = None
-        for w in keyed.windows[ends[k]:ends[k + 1]].tolist():
-            st = engine.state_of(subs, wins, w, fast, out)
+        for row in keyed.windows[ends[k]:ends[k + 1]].tolist():
+            st = engine.state_of(subs, wins, out.window_of_row(row), fast, out, row)
             if st is None:
                 continue
             if state is None:

@@ -231,68 +231,102 @@ def decode_slots(slots, out_i, out_f, out_e, windows, first, status, value, mant
 # runs and writes stay within a few thousand keys -- 42 ms (tiles of 64 / 256 / 1024
 # windows: 59 / 44 / 45 ms); the benchmark query 0.57-0.58 -> ~0.51 s.
 @njit(cache=True, **NO_REFCOUNTS)
-def decode_one_window_per_key(slots, out_i, out_f, out_e, windows, key_of, runs, status, value, mantissa, exponent):
-    """:func:`decode_slots` where key ``k`` holds the one window ``windows[k]``, in tiles of
-    the kernel's order.  ``key_of`` and ``runs``: scratch of one entry per output row (and
-    one more).  (:mod:`codegen_decode` generates it with the query's slots unrolled, and its
-    items' columns written in the same pass.)"""
-    n_runs, longest = window_runs(windows, key_of, runs)
+def decode_one_window_per_key(slots, out_i, out_f, out_e, row_first, window_key, runs, status, value, mantissa,
+                              exponent):
+    """:func:`decode_slots` where every key holds one window, in tiles of the kernel's order:
+    window ``w``'s key is ``window_key[w]`` (-1: none), its row as ``row_first`` says
+    (:func:`row_windows`).  A row shared by several windows is decoded once, and copied
+    to their keys.  ``runs``: scratch of one entry per row and one more.
+    (:mod:`codegen_decode` generates it with the query's slots unrolled, and its items'
+    columns written in the same pass.)"""
+    n_runs, longest = row_runs(row_first, window_key, out_e.shape[0], runs)
     for r0 in range(0, longest, TILE):
         for r in range(n_runs):
             a = runs[r] + r0
             b = min(a + TILE, runs[r + 1])
-            for w in range(a, b):
-                if key_of[w] >= 0:  # else no key: the window has no finished trend
-                    _decode_window(slots, out_i, out_f, out_e, w, key_of[w], status, value, mantissa, exponent)
+            for d in range(a, b):
+                first, last = row_windows(row_first, d)
+                k = window_key[first]
+                if k >= 0:  # else no key: the row has no finished trend
+                    _decode_window(slots, out_i, out_f, out_e, d, k, status, value, mantissa, exponent)
+                    for w in range(first + 1, last):
+                        _copy_key(status, value, mantissa, exponent, k, window_key[w])
+
+
+@njit(cache=True, inline="always")
+def _copy_key(status, value, mantissa, exponent, k, to):
+    """Key ``to`` := key ``k``'s decoded slots (``value`` and ``mantissa`` may be one buffer:
+    both copies then copy the same bits)."""
+    for j in range(status.shape[0]):
+        status[j, to], exponent[j, to] = status[j, k], exponent[j, k]
+        value[j, to] = value[j, k]
+        mantissa[j, to] = mantissa[j, k]
+
+
+@njit(cache=True, inline="always")
+def row_windows(row_first, d):
+    """The windows ``[first, last)`` whose channels row ``d`` holds: as ``row_first`` says
+    (:attr:`channels.KernelOut.row_first`), or where it is empty, window ``d`` alone."""
+    if row_first.shape[0] == 0:
+        return d, d + 1
+    return row_first[d], row_first[d + 1]
 
 
 @njit(cache=True, **NO_REFCOUNTS)
-def window_runs(windows, key_of, runs):
-    """The runs of windows of :func:`decode_one_window_per_key`: ``key_of[w]`` := the key of
-    window ``w`` (-1: none), ``runs[r]`` := the first window of run ``r``, ``runs[n_runs]``
-    := the number of windows.  A *run* is a maximal range of windows whose keys ascend: a
-    segment's.  Returns ``(n_runs, the longest run's windows)``."""
-    for w in range(key_of.shape[0]):
-        key_of[w] = -1
-    for k in range(windows.shape[0]):
-        key_of[windows[k]] = k
+def row_runs(row_first, window_key, n_rows, runs):
+    """The runs of rows of :func:`decode_one_window_per_key`: ``runs[r]`` := the first row
+    of run ``r``, ``runs[n_runs]`` := ``n_rows``.  A *run* is a maximal range of rows whose
+    windows' keys ascend: a segment's.  Returns ``(n_runs, the longest run's rows)``.  The
+    windows of a row share its finished trends: all have a key, or none has."""
     n_runs = 0
     last = -1
     longest = 0
-    for w in range(key_of.shape[0]):
-        k = key_of[w]
+    for d in range(n_rows):
+        first, end = row_windows(row_first, d)
+        k = window_key[first]
         if k < 0:
             continue
         if n_runs == 0 or k < last:
-            runs[n_runs] = w
-            if n_runs > 0 and w - runs[n_runs - 1] > longest:
-                longest = w - runs[n_runs - 1]
+            runs[n_runs] = d
+            if n_runs > 0 and d - runs[n_runs - 1] > longest:
+                longest = d - runs[n_runs - 1]
             n_runs += 1
-        last = k
-    runs[n_runs] = key_of.shape[0]
-    if n_runs > 0 and key_of.shape[0] - runs[n_runs - 1] > longest:
-        longest = key_of.shape[0] - runs[n_runs - 1]
+        last = window_key[end - 1]
+    runs[n_runs] = n_rows
+    if n_runs > 0 and n_rows - runs[n_runs - 1] > longest:
+        longest = n_rows - runs[n_runs - 1]
     return n_runs, longest
 
 
 @njit(cache=True)
-def keys_by_start(seg, start, reached, seg_rank):
-    """:func:`keys_by_start_into` into fresh arrays: ``(n, windows, key start, key group)``."""
-    windows = np.empty(seg.shape[0], np.int64)
+def keys_by_start(seg, start, reached, row_first, seg_rank):
+    """:func:`keys_by_start_into` into fresh arrays: ``(n, key start, key group, window key)``."""
     key_start = np.empty(seg.shape[0], np.int64)
     key_group = np.empty(seg.shape[0], np.int64)
-    n = keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_group)
-    return n, windows, key_start, key_group
+    window_key = np.empty(seg.shape[0], np.int64)
+    n = keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_group, window_key)
+    return n, key_start, key_group, window_key
+
+
+@njit(cache=True, inline="always")
+def _row_at(row_first, d, w):
+    """The row of window ``w``, the one after window ``w - 1``'s row ``d`` (rows cover
+    consecutive windows; ``row_first`` empty: a row per window)."""
+    if row_first.shape[0] == 0:
+        return w
+    return d + 1 if row_first[d + 1] <= w else d
 
 
 @njit(cache=True)
-def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_group):
+def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_group, window_key):
     """The reached windows in key order -- (start, group rank) -- when every segment is its
-    own output group: their number ``n``, with the first ``n`` entries of ``windows``, ``key
-    start`` and ``key group`` written (arrays as long as ``seg``, given by the caller: the
-    keys' starts become the result's window column), or ``n = -1`` where this does not
-    apply (segments sharing a group, windows not by segment with ascending starts, or
-    starts so sparse that the sweep would cost more than sorting).
+    own output group: their number ``n``, with the first ``n`` entries of ``key start`` and
+    ``key group`` written, and ``window_key[w]`` := window ``w``'s key, -1 where it has no
+    finished trend (arrays as long as ``seg``, given by the caller: the keys' starts become
+    the result's window column); or ``n = -1`` where this does not apply (segments sharing
+    a group, windows not by segment with ascending starts, or starts so sparse that the
+    sweep would cost more than sorting).  ``reached``: per row of the kernels' output; rows
+    as ``row_first`` says (:attr:`channels.KernelOut.row_first`; empty: a row per window).
 
     The windows come as runs, one per segment, each ascending by start; the sweep takes
     the smallest start among the runs' heads and emits every head at it, runs in rank
@@ -309,26 +343,38 @@ def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_gr
     head = np.empty(runs, np.int64)
     end = np.empty(runs, np.int64)
     rank = np.empty(runs, np.int64)
+    head_row = np.empty(runs, np.int64)
     r = -1
+    d = 0
     for w in range(n):
         if w == 0 or seg[w] != seg[w - 1]:
             r += 1
             head[r] = w
             rank[r] = seg_rank[seg[w]]
+            if row_first.shape[0] == 0:
+                d = w
+            else:
+                while row_first[d + 1] <= w:
+                    d += 1
+            head_row[r] = d
         end[r] = w + 1
     by_rank = np.argsort(rank)
     for i in range(1, runs):
         if rank[by_rank[i]] == rank[by_rank[i - 1]]:
             return -1  # two segments, one output group: merged keys
     # The runs in rank order; one pass per start emits the heads at it and finds the next.
-    head, end, rank = head[by_rank], end[by_rank], rank[by_rank]
+    head, end, rank, head_row = head[by_rank], end[by_rank], rank[by_rank], head_row[by_rank]
     none = np.iinfo(np.int64).max
     v = none
     for i in range(runs):
-        while head[i] < end[i] and not reached[head[i]]:
-            head[i] += 1
-        if head[i] < end[i] and start[head[i]] < v:
-            v = start[head[i]]
+        h, d = head[i], head_row[i]
+        while h < end[i] and not reached[d]:
+            window_key[h] = -1
+            h += 1
+            d = _row_at(row_first, d, h)
+        head[i], head_row[i] = h, d
+        if h < end[i] and start[h] < v:
+            v = start[h]
     k = 0
     budget = 4 * n + 64  # (two) head visits per run and start before sorting is cheaper
     while v != none:
@@ -337,14 +383,18 @@ def keys_by_start_into(seg, start, reached, seg_rank, windows, key_start, key_gr
             h = head[i]
             if h < end[i]:
                 if start[h] == v:
-                    windows[k] = h
+                    d = head_row[i]
                     key_start[k] = v
                     key_group[k] = rank[i]
+                    window_key[h] = k
                     k += 1
                     h += 1
-                    while h < end[i] and not reached[h]:
+                    d = _row_at(row_first, d, h)
+                    while h < end[i] and not reached[d]:
+                        window_key[h] = -1
                         h += 1
-                    head[i] = h
+                        d = _row_at(row_first, d, h)
+                    head[i], head_row[i] = h, d
                 if h < end[i] and start[h] < next_v:
                     next_v = start[h]
         v = next_v

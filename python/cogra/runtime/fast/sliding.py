@@ -91,19 +91,19 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
 
     kernel_shape = fast.shape()
     slide, panes = shape
-    seg = np.asarray(seg, np.int64)
-    distinct = _distinct_windows(engine.scratch, seg, np.asarray(start, np.int64), np.asarray(lo, np.int64),
-                                 np.asarray(hi, np.int64), slide)
+    seg, lo, hi = (np.asarray(a, np.int64) for a in (seg, lo, hi))
+    distinct = _distinct_windows(engine.scratch, seg, np.asarray(start, np.int64), lo, hi, slide)
     if distinct is None:
         return None
-    d_seg, d_k, d_lo, d_hi, d_row, repeats = distinct
+    row_first, row_k = distinct
     rows, plays = subs.rows, subs.bits
     times = fast.times_of(rows, plays)
     c = fast.chan
-    # The kernel writes every row of a segment it finishes (the distinct windows' rows,
-    # then copied to their repeats); the channels are the engine's working arrays,
-    # reused by its next block (cogra.runtime.fast.scratch).
-    out = KernelOut.unfilled(len(seg), c, engine.scratch)
+    # The kernel writes a row per distinct window, shared by the windows that repeat it
+    # (KernelOut.row_first); the channels are the engine's working arrays, reused by its
+    # next block (cogra.runtime.fast.scratch).
+    out = KernelOut.unfilled(len(row_k), c, engine.scratch)
+    out.row_first = row_first
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
     max_panes = _max_panes(subs.seg_ptr, panes)
 
@@ -113,7 +113,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
             fast.mode, times, plays, fast.pair_ok_of(rows, plays, generated), fast.nv, fast.pred_ptr,
             fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
             fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
-            d_seg, d_k, d_lo, d_hi, d_row, slide, panes,
+            seg, lo, hi, row_first, row_k, slide, panes,
             fast.max_batch_of(rows, plays), max_panes,
             out.i, out.f, out.x, out.e, out.r, seg_done,
         )
@@ -125,49 +125,50 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
         # map application generated for the query's shape (codegen; cached on disk).
         kernel = codegen.sliding_for(kernel_shape)
     kernel(*arguments(generated))
-    _fill_repeats(out.i, out.f, out.x, out.e, out.r, repeats)
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
     if not seg_done.all():  # (per segment: no pass over the windows where none failed)
-        redo = np.flatnonzero(~seg_done[seg])
-        out.put(redo, fast.run_raw(subs, lo[redo], hi[redo]))
+        redo = np.flatnonzero(~seg_done[seg[row_first[:-1]]])
+        firsts = row_first[redo]
+        out.put(redo, fast.run_raw(subs, lo[firsts], hi[firsts]))
     return out
 
 
 def _distinct_windows(pool: dict | None, seg: np.ndarray, start: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                      slide: int) -> tuple[np.ndarray, ...] | None:
-    """``(segment, pane k, lo, hi, row)`` of the *distinct* windows, and the rows of the
-    others (each repeats the window before it); None unless the windows come by segment
-    with ``k`` ascending (the order the kernel walks them in).  Arrays from ``pool``
-    (:mod:`scratch`).
+                      slide: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(row_first, row_k)``: the first window of each run of windows over the same events
+    (one more entry: the number of windows) and its pane ``k``; None unless the windows
+    come by segment with ``k`` ascending (the order the kernel walks them in).  Arrays from
+    ``pool`` (:mod:`scratch`).
 
     A window over the same events as the window before it (a sparse sub-stream sliding
     over empty panes: 42% of the sliding benchmark's windows) has the same channels.  The
     kernel used to copy its predecessor's row there, behind a branch it mispredicted
-    about every other window; it now runs the distinct windows alone, writing their rows,
-    and :func:`_fill_repeats` copies each repeat's predecessor afterwards, without a
-    branch (the benchmark's kernel 80 -> 72 ms on its blocks; the query ~6 ms faster with
-    the listing and the copies)."""
+    about every other window; then it ran the distinct windows alone, and their rows were
+    copied to the repeats afterwards.  Now a distinct window's row is the repeats' too
+    (:attr:`KernelOut.row_first`): the kernel's output is ~40% smaller, nothing is copied,
+    and the finish decodes each row once (the sliding benchmark's 100k events: ~3.3 words
+    of listing per window before -- each window's segment, pane, range and row, or its
+    place among the repeats -- ~1.6 now)."""
     from cogra.runtime.fast import scratch
 
     n = len(seg)
-    d_seg, d_k, d_lo, d_hi, d_row, repeats = (scratch.take(pool, "sliding." + name, (n,), np.int64)
-                                              for name in ("seg", "k", "lo", "hi", "row", "repeats"))
-    m, r = _distinct_in_walk_order(seg, start, lo, hi, slide, d_seg, d_k, d_lo, d_hi, d_row, repeats)
+    row_first = scratch.take(pool, "sliding.row_first", (n + 1,), np.int64)
+    row_k = scratch.take(pool, "sliding.row_k", (n,), np.int64)
+    m = _distinct_in_walk_order(seg, start, lo, hi, slide, row_first, row_k)
     if m < 0:
         return None
-    return d_seg[:m], d_k[:m], d_lo[:m], d_hi[:m], d_row[:m], repeats[:r]
+    return row_first[:m + 1], row_k[:m]
 
 
 @njit(cache=True)
-def _distinct_in_walk_order(seg, start, lo, hi, slide, d_seg, d_k, d_lo, d_hi, d_row, repeats):
-    """:func:`_distinct_windows` in one pass: their number and the repeats', or (-1, 0) if
-    out of walk order.  ``k`` follows the previous window's where the start moved by one
-    slide (a division per window cost what numpy's vectorised one did for all).  No
-    branch on whether a window repeats (unpredictable): every window is written at the
-    next free place of both lists, and only the list it belongs to takes it."""
+def _distinct_in_walk_order(seg, start, lo, hi, slide, row_first, row_k):
+    """:func:`_distinct_windows` in one pass: the number of distinct windows, or -1 if out
+    of walk order.  ``k`` follows the previous window's where the start moved by one slide
+    (a division per window cost what numpy's vectorised one did for all).  No branch on
+    whether a window repeats (unpredictable): every window is written at the next free
+    place, which only a distinct one takes."""
     m = 0
-    r = 0
     k = 0
     for w in range(seg.shape[0]):
         repeat = False
@@ -175,38 +176,17 @@ def _distinct_in_walk_order(seg, start, lo, hi, slide, d_seg, d_k, d_lo, d_hi, d
             before = k
             k = k + 1 if start[w] - start[w - 1] == slide else start[w] // slide
             if k <= before:
-                return -1, 0
+                return -1
             repeat = (lo[w] == lo[w - 1]) & (hi[w] == hi[w - 1])
         else:
             if w > 0 and seg[w] < seg[w - 1]:
-                return -1, 0
+                return -1
             k = start[w] // slide
-        d_seg[m] = seg[w]
-        d_k[m] = k
-        d_lo[m] = lo[w]
-        d_hi[m] = hi[w]
-        d_row[m] = w
-        repeats[r] = w
-        step = np.int64(repeat)
-        r += step
-        m += 1 - step
-    return m, r
-
-
-@njit(cache=True)
-def _fill_repeats(out_i, out_f, out_x, out_e, out_r, repeats):
-    """Row ``w`` := row ``w - 1`` for each repeating window ``w`` (ascending: a run of
-    repeats copies its distinct window's row along)."""
-    for t in range(repeats.shape[0]):
-        w = repeats[t]
-        for c in range(out_i.shape[1]):
-            out_i[w, c] = out_i[w - 1, c]
-        for c in range(out_f.shape[1]):
-            out_f[w, c] = out_f[w - 1, c]
-        for c in range(out_x.shape[1]):
-            out_x[w, c] = out_x[w - 1, c]
-        out_e[w] = out_e[w - 1]
-        out_r[w] = out_r[w - 1]
+        row_first[m] = w
+        row_k[m] = k
+        m += 1 - np.int64(repeat)
+    row_first[m] = seg.shape[0]
+    return m
 
 
 def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):

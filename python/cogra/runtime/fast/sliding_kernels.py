@@ -283,17 +283,18 @@ def run_sliding(
     mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
     prog, op_ptr, x_is_min, n_i, n_f,
     a_int, a_flt, a_valid, a_key, rows,
-    win_seg, win_k, win_lo, win_hi, win_row, slide, panes_per_window, max_batch, max_panes,
+    win_seg, win_lo, win_hi, row_first, row_k, slide, panes_per_window, max_batch, max_panes,
     out_i, out_f, out_x, out_e, out_r, seg_done,
 ):
     """Every window ``[k*slide, k*slide + panes_per_window*slide)`` of every segment.
 
     Windows come grouped by segment (``win_seg``), ``k`` ascending within one, with
-    their event ranges ``[win_lo, win_hi)``.  Results land in row ``win_row[w]`` of
-    ``out_*``.  The caller passes distinct windows (:func:`sliding._distinct_windows`): a
-    window over the same events as its predecessor would be evaluated again, correctly,
-    for nothing.  ``seg_done[s]`` turns False when a float of segment ``s`` turned
-    non-finite (or its panes outgrew ``max_panes``); its rows are then meaningless.
+    their event ranges ``[win_lo, win_hi)``.  Only the *distinct* ones are evaluated
+    (:func:`sliding._distinct_windows`): row ``d`` of ``out_*`` is window ``row_first[d]``'s
+    (window ``k`` = ``row_k[d]``), and the windows after it up to ``row_first[d + 1]``
+    cover the same events -- they share its row.  ``seg_done[s]`` turns False when a float
+    of segment ``s`` turned non-finite (or its panes outgrew ``max_panes``); its rows are
+    then meaningless.
     """
     n_x = x_is_min.shape[0]
     sdim = nv + 1
@@ -326,17 +327,18 @@ def run_sliding(
     n_front = 0
     fptr = 0
     flip = 0  # first pane not covered by the front stack
-    for w in range(win_seg.shape[0]):
+    for d in range(row_k.shape[0]):
+        w = row_first[d]
         if win_seg[w] != seg:
             seg = win_seg[w]
             pos = win_lo[w]
             n_back = 0
             n_front = 0
             fptr = 0
-            flip = win_k[w]  # forces a flip at the segment's first window
+            flip = row_k[d]  # forces a flip at the segment's first window
         if not seg_done[seg]:
             continue
-        k = win_k[w]
+        k = row_k[d]
         if pos < win_lo[w]:
             pos = win_lo[w]  # skipped events lie in panes before k: in no later window
         # Push the panes up to the window's end onto the back stack.
@@ -400,4 +402,4 @@ def run_sliding(
                 seg_done[seg] = False
                 continue
             me[win] = e
-        _emit_row(mode, nv, final_bits, x_is_min, mi, mf, mx, mr, me, win, win_row[w], out_i, out_f, out_x, out_e, out_r)
+        _emit_row(mode, nv, final_bits, x_is_min, mi, mf, mx, mr, me, win, d, out_i, out_f, out_x, out_e, out_r)
