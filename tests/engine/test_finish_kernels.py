@@ -345,7 +345,10 @@ def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
     distinct = data.draw(st.booleans())
     seg_rank = (np.asarray(data.draw(st.permutations(range(n_seg))), np.int64) if distinct
                 else np.asarray(data.draw(st.lists(st.integers(0, 1), min_size=n_seg, max_size=n_seg)), np.int64))
-    n, key_start, key_group, window_key = fk.keys_by_start(seg, start, reached_rows, row_first, seg_rank)
+    if data.draw(st.booleans()):  # every row reached: said by an empty ``reached``
+        reached_rows[:] = True
+    given_reached = np.zeros(0, bool) if reached_rows.all() else reached_rows
+    n, key_start, key_group, window_key = fk.keys_by_start(seg, start, given_reached, row_first, seg_rank)
     present = np.unique(seg)
     if len(np.unique(seg_rank[present])) < len(present):
         assert n == -1  # two segments of one output group

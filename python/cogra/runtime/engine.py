@@ -584,7 +584,8 @@ class Engine:
         if window_blocks.too_few(subs.seg_ptr, times, size, step):
             return None
         active = self._active_events(subs)
-        blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step, self._finish_ends(subs))
+        blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step, self._finish_ends(subs),
+                                      self.scratch)
         if blocks is None:
             return None
         return (Windows(seg, lo, hi, start=start, size=size) for seg, start, lo, hi in blocks)

@@ -174,8 +174,10 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
         w = len(seg)
         s, g = arrow_backed(w, np.int64), reuse.take(pool, "keys.group", (w,), np.int64)
         window_key = reuse.take(pool, "keys.window_key", (w,), np.int64)
-        n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64), out.r,
-                                  out.row_first if shared else NOT_SHARED, seg_rank, s, g, window_key)
+        every = out.r.all()  # (then the sweep follows no rows: finish_kernels.keys_by_start_into)
+        n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64),
+                                  EVERY_ROW if every else out.r, out.row_first if shared else NOT_SHARED,
+                                  seg_rank, s, g, window_key)
         if n >= 0:  # every segment its own group, in walk order: a window per key, merged
             return Keyed(s[:n], g[:n], ordered_groups, window_key=window_key, row_first=out.row_first)
     row_of = out.rows_of_windows() if shared else None
@@ -202,6 +204,8 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
 
 NOT_SHARED = np.zeros(0, np.int64)
 """``row_first`` for the kernels' rows where each is one window's (:mod:`finish_kernels`)."""
+EVERY_ROW = np.zeros(0, np.bool_)
+"""``reached`` for :func:`finish_kernels.keys_by_start_into` where every row is."""
 
 
 def merged_extremes(keyed: Keyed, out: KernelOut, x_is_min: np.ndarray) -> np.ndarray:

@@ -325,8 +325,11 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
     finished trend (arrays as long as ``seg``, given by the caller: the keys' starts become
     the result's window column); or ``n = -1`` where this does not apply (segments sharing
     a group, windows not by segment with ascending starts, or starts so sparse that the
-    sweep would cost more than sorting).  ``reached``: per row of the kernels' output; rows
-    as ``row_first`` says (:attr:`channels.KernelOut.row_first`; empty: a row per window).
+    sweep would cost more than sorting).  ``reached``: per row of the kernels' output (empty:
+    every row is), rows as ``row_first`` says (:attr:`channels.KernelOut.row_first`; empty: a
+    row per window).  Where every row is reached, the windows' rows are not followed: the
+    test of a row's end per window, a branch as irregular as the repeats, made the sliding
+    benchmark's sweep ~1.5x slower.
 
     The windows come as runs, one per segment, each ascending by start; the sweep takes
     the smallest start among the runs' heads and emits every head at it, runs in rank
@@ -344,6 +347,8 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
     end = np.empty(runs, np.int64)
     rank = np.empty(runs, np.int64)
     head_row = np.empty(runs, np.int64)
+    every = reached.shape[0] == 0
+    rows = row_first.shape[0] > 0 and not every  # (else the row is unread)
     r = -1
     d = 0
     for w in range(n):
@@ -351,7 +356,7 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
             r += 1
             head[r] = w
             rank[r] = seg_rank[seg[w]]
-            if row_first.shape[0] == 0:
+            if not rows:
                 d = w
             else:
                 while row_first[d + 1] <= w:
@@ -368,10 +373,10 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
     v = none
     for i in range(runs):
         h, d = head[i], head_row[i]
-        while h < end[i] and not reached[d]:
+        while h < end[i] and not (every or reached[d]):
             window_key[h] = -1
             h += 1
-            d = _row_at(row_first, d, h)
+            d = _row_at(row_first, d, h) if rows else h
         head[i], head_row[i] = h, d
         if h < end[i] and start[h] < v:
             v = start[h]
@@ -383,18 +388,19 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
             h = head[i]
             if h < end[i]:
                 if start[h] == v:
-                    d = head_row[i]
                     key_start[k] = v
                     key_group[k] = rank[i]
                     window_key[h] = k
                     k += 1
                     h += 1
-                    d = _row_at(row_first, d, h)
-                    while h < end[i] and not reached[d]:
-                        window_key[h] = -1
-                        h += 1
-                        d = _row_at(row_first, d, h)
-                    head[i], head_row[i] = h, d
+                    if not every:
+                        d = _row_at(row_first, head_row[i], h) if rows else h
+                        while h < end[i] and not reached[d]:
+                            window_key[h] = -1
+                            h += 1
+                            d = _row_at(row_first, d, h) if rows else h
+                        head_row[i] = d
+                    head[i] = h
                 if h < end[i] and start[h] < next_v:
                     next_v = start[h]
         v = next_v

@@ -212,26 +212,32 @@ def bound_windows(seg_ptr, times, size, step, k_to, state):
     return n
 
 
-def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=None):
+def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=None, pool=None):
     """``((seg, start, lo, hi), walked)``: the windows ``k < k_to`` from ``state`` (advanced),
     or those of them that may finish (``ends``: :func:`trend_ends`), and how many windows
     the walk passed (all of them).  ``n``: at least that many (a count, or
-    :func:`bound_windows`)."""
-    out = tuple(np.empty(n, np.int64) for _ in range(4))
-    counts = _pane_scratch(n, size, step)
+    :func:`bound_windows`).  ``pool``: where the arrays may be working arrays, reused by the
+    next call (:mod:`cogra.runtime.fast.scratch`: blocks of windows, each done with before
+    the next is written)."""
+    from cogra.runtime.fast import scratch
+
+    out = tuple(scratch.take(pool, "walk." + name, (n,), np.int64) for name in ("seg", "start", "lo", "hi"))
+    counts = _pane_scratch(n, size, step, pool)
     written, walked = _walk(seg_ptr, times, active, size, step, k_to, True, state, *out, *(ends or NO_ENDS),
                             *counts)
     return _trimmed(out, written), walked
 
 
-def _pane_scratch(n: int, size: int, step: int) -> tuple[np.ndarray, np.ndarray]:
+def _pane_scratch(n: int, size: int, step: int, pool: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_walk`'s per-pane counts for a walk of at most ``n`` windows: a dense segment
     spans at most ``n`` of them plus a window's panes (others are walked by events)."""
+    from cogra.runtime.fast import scratch
+
     if size % step or size // step < PANE_WALK_MIN_SPAN:
         empty = np.zeros(0, np.int64)
         return empty, empty
     length = n + size // step + 2
-    return np.empty(length, np.int64), np.empty(length, np.int64)
+    return scratch.take(pool, "walk.counts", (length,), np.int64), scratch.take(pool, "walk.active", (length,), np.int64)
 
 
 def _trimmed(out: tuple, n: int) -> tuple:
