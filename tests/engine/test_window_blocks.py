@@ -21,14 +21,17 @@ from tests.engine.test_sliding import blocks_of
 
 
 @settings(max_examples=300, deadline=None)
-@given(inputs=walk_inputs(max_segments=5, span=60, max_events=25), block=st.integers(1, 20))
-def test_blocks_partition_the_windows_by_start_ranges(inputs, block) -> None:
+@given(inputs=walk_inputs(max_segments=5, span=60, max_events=25), block=st.integers(1, 20),
+       pooled=st.booleans())
+def test_blocks_partition_the_windows_by_start_ranges(inputs, block, pooled: bool) -> None:
+    # Pooled (as the engine runs them), each block is written over the one before it:
+    # read here before the next is asked for, as the engine does.
     seg_ptr, times, active, size, step = inputs
     every = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step))))
     with blocks_of(block):
         if window_blocks.too_few(seg_ptr, times, size, step):  # a bound: never too few wrongly
             assert len(every) < 2 * block
-        blocks = window_blocks.blocks(seg_ptr, times, active, size, step)
+        blocks = window_blocks.blocks(seg_ptr, times, active, size, step, pool={} if pooled else None)
         if len(every) < 2 * block:  # below MIN_BLOCKS blocks' worth (blocks_of: 2)
             assert blocks is None
             return
