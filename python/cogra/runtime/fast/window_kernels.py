@@ -270,7 +270,9 @@ def enumerate_int_windows(seg_ptr, times, active, size, step, ends=None):
     if bound > WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096:
         n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
         return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n, ends)[0]
-    out = tuple(np.empty(bound, np.int64) for _ in range(4))
+    from cogra.runtime.fast import scratch
+
+    out = tuple(scratch.fresh(bound, np.int64) for _ in range(4))  # (huge pages where large)
     n, _ = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out, *(ends or NO_ENDS),
                  *_pane_scratch(bound, size, step))
     return _trimmed(out, n)  # (a loose bound: its slack is not kept alive with the windows)
