@@ -155,3 +155,26 @@ def test_a_paired_run_times_both_queries_in_one_process() -> None:
     assert target["target"] == "sliding vs tumbling in one process, 3,000 events, 10/s"
     assert target["verdict"] == ("met" if out.latency_s / out.paired_latency_s <= 3 else "missed")
     assert f"{out.latency_s / out.paired_latency_s:.2f}" in target["measured"]
+
+
+def test_the_warm_up_compiles_the_generated_sliding_kernel_on_a_few_rows(monkeypatch) -> None:
+    # The warm-up's 300 rows hold too few events per window for the sharing kernel, and a
+    # compile requested in the background dies with the child's process tree: the warm-up
+    # lowers every threshold, so the generated sliding kernel and finish run on them.
+    import cogra
+    from cogra.datasets import stock
+    from cogra.runtime.fast import codegen, executor, finish, sliding
+
+    before = (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
+              finish.SPECIALIZE_MIN_KEYS)
+    ran = []
+    real = codegen.sliding_for
+    monkeypatch.setattr(codegen, "sliding_for", lambda shape: ran.append(shape) or real(shape))
+    query = experiments.Q_SLIDING.format(slide=" SLIDE 1 second")
+    with runner.generated_kernels_always():
+        assert (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
+                finish.SPECIALIZE_MIN_KEYS) == (0, 0, 0, 0)
+        cogra.evaluate(query, stock(runner.WARMUP_ROWS, rate=10.0), on_overflow="null")
+    assert ran  # the generated sharing kernel ran (compiled, or loaded from the cache)
+    assert (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
+            finish.SPECIALIZE_MIN_KEYS) == before

@@ -352,3 +352,31 @@ def test_a_streamed_chunk_requests_the_continuing_kernel(reuse, monkeypatch, tmp
     monkeypatch.setattr(codegen, "kernel_from_for", lambda s: ran.append(s) or real(s))
     assert_same_result(streamed(1500), expected)
     assert ran and len(kernel.signatures) == 1
+
+
+def test_an_index_older_than_its_rewritten_source_still_counts_when_the_text_is_the_same(tmp_path) -> None:
+    # numba stamps its cache index with the source's digest: a source rewritten with the
+    # same text (another cogra version sharing the cache wrote it in between) is newer
+    # than its index and still compiled; a changed text is not (codegen._index_is_current).
+    import importlib.util
+    import os
+    import time
+
+    source = tmp_path / "cogra_kernel_probe.py"
+    text = "from numba import njit\n\n\n@njit(cache=True)\ndef twice(x):\n    return 2 * x\n"
+    source.write_text(text)
+    spec = importlib.util.spec_from_file_location("cogra_kernel_probe", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.twice(21) == 42  # compiled and saved beside the source
+    (index,) = (tmp_path / "__pycache__").glob("cogra_kernel_probe.twice-*.nbi")
+    assert codegen._index_is_current(index, source)
+    later = time.time() + 5
+    source.write_text(text)
+    os.utime(source, (later, later))  # rewritten, same text, newer than the index
+    assert codegen._index_is_current(index, source)
+    source.write_text(text.replace("2 * x", "3 * x"))
+    os.utime(source, (later, later))
+    assert not codegen._index_is_current(index, source)
+    index.write_bytes(b"not an index")
+    assert not codegen._index_is_current(index, source)
