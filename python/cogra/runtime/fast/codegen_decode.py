@@ -5,9 +5,10 @@ finish decodes each slot the items read into per-key arrays (:func:`finish_kerne
 decode_one_window_per_key`: status, value or mantissa, exponent), then makes each item's
 column from them in a pass of its own (:func:`finish_kernels.average` ...), then copies
 the counts out of the decode's buffer and tests the flags for hard keys.  Generated here,
-one pass per window decodes its slots into locals and writes the items' columns
-directly: the slots' kinds and channel columns and the items' operations are constants
-(the same inlined helpers: :func:`finish_kernels._window`,
+one pass per row of the kernel's output (once for the windows sharing it) decodes its
+slots into locals and writes the items' columns directly: the slots' kinds and channel
+columns and the items' operations are constants (the same inlined helpers:
+:func:`finish_kernels._window`,
 :func:`finish_kernels._approximate_window`, :func:`finish_kernels.count_item`,
 :func:`finish_kernels.average_item` ..., called with literal kinds and columns, so the
 compiler drops every branch on them), and it returns whether any key is hard.  The

@@ -170,10 +170,9 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     ordered_groups = [groups[i] for i in ranked]
     shared = out.row_first is not None
     n_windows = len(seg)
-    if len(seg) and len(groups):
-        w = len(seg)
-        s, g = arrow_backed(w, np.int64), reuse.take(pool, "keys.group", (w,), np.int64)
-        window_key = reuse.take(pool, "keys.window_key", (w,), np.int64)
+    if n_windows and len(groups):
+        s, g = arrow_backed(n_windows, np.int64), reuse.take(pool, "keys.group", (n_windows,), np.int64)
+        window_key = reuse.take(pool, "keys.window_key", (n_windows,), np.int64)
         every = out.r.all()  # (then the sweep follows no rows: finish_kernels.keys_by_start_into)
         n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64),
                                   EVERY_ROW if every else out.r, out.row_first if shared else NOT_SHARED,
@@ -583,7 +582,6 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
     """:func:`item_columns` through :mod:`finish_kernels`; the keys it marks hard are
     overwritten with the numpy rules' values (:func:`_take_numpy_rules`)."""
     layout = ctx.layout
-    n = keyed.n_keys
     # The integer slots the items read, decoded in one pass.
     needed = sorted({f[1] for f in layout.finals if f[0] == "slot" and layout.slots[f[1]].kind not in (MIN, MAX)}
                     | {i for f in layout.finals if f[0] not in ("group", "slot") for i in (f[1], f[3])})

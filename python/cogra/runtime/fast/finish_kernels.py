@@ -38,7 +38,7 @@ from cogra.runtime.fast.jit import NO_REFCOUNTS
 EXACT, BIG, HARD = 0, 1, 2
 """Per slot and key: the value is ``value`` / about ``mantissa * 2**exponent`` / not decided here."""
 TILE = 512
-"""Windows of one segment decoded before the next segment's (:func:`decode_one_window_per_key`)."""
+"""Rows of one segment decoded before the next segment's (:func:`decode_one_window_per_key`)."""
 
 KIND_COUNT, KIND_ISUM, KIND_SPLIT, KIND_APPROX_COUNT, KIND_APPROX_SUM = 0, 1, 2, 3, 4
 """Slot kinds: ``int`` (uint64 residue), ``isum`` (int64 residue), ``fsplit`` (two isum
