@@ -53,3 +53,13 @@ def test_without_huge_pages_buffers_come_from_the_heap(monkeypatch) -> None:
     monkeypatch.setattr(scratch, "HUGE_PAGES", False)
     a = scratch.fresh(scratch.HUGE_MIN_BYTES, np.int64)
     assert a.base is None and a.shape == (scratch.HUGE_MIN_BYTES,)
+
+
+def test_a_failed_mapping_falls_back_to_the_heap(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(scratch, "HUGE_PAGES", True)
+    monkeypatch.setattr(scratch.mmap, "mmap", refuse)
+    a = scratch.fresh(scratch.HUGE_MIN_BYTES, np.int64)
+    assert a.base is None and a.shape == (scratch.HUGE_MIN_BYTES,)

@@ -58,7 +58,10 @@ def fresh(size: int, dtype: Any) -> np.ndarray:
     if not HUGE_PAGES or nbytes < HUGE_MIN_BYTES:
         return np.empty(size, dtype)
     length = -(-nbytes // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE
-    region = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        region = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except OSError:  # (out of mappings, say: the heap's, as below the threshold)
+        return np.empty(size, dtype)
     try:
         region.madvise(mmap.MADV_HUGEPAGE)
     except OSError:  # (a kernel without THP for anonymous maps: plain pages, as np.empty)
