@@ -347,8 +347,7 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
     end = np.empty(runs, np.int64)
     rank = np.empty(runs, np.int64)
     head_row = np.empty(runs, np.int64)
-    every = reached.shape[0] == 0
-    rows = row_first.shape[0] > 0 and not every  # (else the row is unread)
+    every = reached.shape[0] == 0  # (then no row is read)
     r = -1
     d = 0
     for w in range(n):
@@ -356,7 +355,7 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
             r += 1
             head[r] = w
             rank[r] = seg_rank[seg[w]]
-            if not rows:
+            if every or row_first.shape[0] == 0:
                 d = w
             else:
                 while row_first[d + 1] <= w:
@@ -376,7 +375,7 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
         while h < end[i] and not (every or reached[d]):
             window_key[h] = -1
             h += 1
-            d = _row_at(row_first, d, h) if rows else h
+            d = _row_at(row_first, d, h)
         head[i], head_row[i] = h, d
         if h < end[i] and start[h] < v:
             v = start[h]
@@ -394,11 +393,11 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
                     k += 1
                     h += 1
                     if not every:
-                        d = _row_at(row_first, head_row[i], h) if rows else h
+                        d = _row_at(row_first, head_row[i], h)
                         while h < end[i] and not reached[d]:
                             window_key[h] = -1
                             h += 1
-                            d = _row_at(row_first, d, h) if rows else h
+                            d = _row_at(row_first, d, h)
                         head_row[i] = d
                     head[i] = h
                 if h < end[i] and start[h] < next_v:

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from cogra.runtime.fast import mixed_ring, mixed_sliding, shared_rows
+from cogra.runtime.fast import mixed_ring, mixed_sliding, scratch, shared_rows
 from cogra.runtime.fast.channels import KernelOut
 from cogra.runtime.fast.mixed_kernels import SHARE_SAVE, SHARE_TAKE
 from cogra.runtime.fast.window_kernels import walk_ordered
@@ -150,8 +150,6 @@ def _distinct_windows(pool: dict | None, seg: np.ndarray, start: np.ndarray, lo:
     and the finish decodes each row once (the sliding benchmark's 100k events: ~3.3 words
     of listing per window before -- each window's segment, pane, range and row, or its
     place among the repeats -- ~1.6 now)."""
-    from cogra.runtime.fast import scratch
-
     n = len(seg)
     row_first = scratch.take(pool, "sliding.row_first", (n + 1,), np.int64)
     row_k = scratch.take(pool, "sliding.row_k", (n,), np.int64)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from cogra.runtime.fast import scratch
 from cogra.runtime.fast.jit import NO_REFCOUNTS
 
 
@@ -219,8 +220,6 @@ def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=None,
     :func:`bound_windows`).  ``pool``: where the arrays may be working arrays, reused by the
     next call (:mod:`cogra.runtime.fast.scratch`: blocks of windows, each done with before
     the next is written)."""
-    from cogra.runtime.fast import scratch
-
     out = tuple(scratch.take(pool, "walk." + name, (n,), np.int64) for name in ("seg", "start", "lo", "hi"))
     counts = _pane_scratch(n, size, step, pool)
     written, walked = _walk(seg_ptr, times, active, size, step, k_to, True, state, *out, *(ends or NO_ENDS),
@@ -231,8 +230,6 @@ def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=None,
 def _pane_scratch(n: int, size: int, step: int, pool: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_walk`'s per-pane counts for a walk of at most ``n`` windows: a dense segment
     spans at most ``n`` of them plus a window's panes (others are walked by events)."""
-    from cogra.runtime.fast import scratch
-
     if size % step or size // step < PANE_WALK_MIN_SPAN:
         empty = np.zeros(0, np.int64)
         return empty, empty
@@ -270,8 +267,6 @@ def enumerate_int_windows(seg_ptr, times, active, size, step, ends=None):
     if bound > WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096:
         n = count_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state)
         return write_windows(seg_ptr, times, active, size, step, LAST_WINDOW, state, n, ends)[0]
-    from cogra.runtime.fast import scratch
-
     out = tuple(scratch.fresh(bound, np.int64) for _ in range(4))  # (huge pages where large)
     n, _ = _walk(seg_ptr, times, active, size, step, LAST_WINDOW, True, state, *out, *(ends or NO_ENDS),
                  *_pane_scratch(bound, size, step))
