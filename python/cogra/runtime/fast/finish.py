@@ -421,7 +421,10 @@ def number(entry: tuple, out: KernelOut) -> Number:
 
 
 def merged_number(num: Number, keyed: Keyed) -> Number:
-    """Per key: exact if every window is (summed exactly), big if the sum is provably huge."""
+    """Per key: exact if every window is (summed exactly), big if the sum is provably huge.
+    A key of one window is that window's number, as where every key holds one (and as
+    :func:`finish_kernels.decode_slots` decides it): the merged rule's threshold for big
+    split sums is 2**96, a window's own 2**92."""
     w = keyed.windows
     num = num.take(w)
     if keyed.n_keys == len(w):
@@ -448,8 +451,14 @@ def merged_number(num: Number, keyed: Keyed) -> Number:
     huge = np.abs(approx) > SURELY_TOO_BIG * 2.0**SPLIT_SHIFT
     big = (~undecided & ~exact & np.isfinite(approx) & (huge | num.approximate) & (approx != 0.0)
            & (magnitude <= CANCELLATION_LIMIT * np.abs(approx)))
-    return Number(exact, big, np.where(exact, hi, 0), np.where(exact, lo, 0), approx, np.zeros(k, np.int64),
-                  num.approximate)
+    merged = Number(exact, big, np.where(exact, hi, 0), np.where(exact, lo, 0), approx, np.zeros(k, np.int64),
+                    num.approximate)
+    alone = np.flatnonzero(np.diff(np.append(keyed.first, len(w))) == 1)
+    if len(alone):
+        own = num.take(keyed.first[alone])
+        for field in ("exact", "big", "hi", "lo", "approx", "e"):
+            getattr(merged, field)[alone] = getattr(own, field)
+    return merged
 
 
 # ---------------------------------------------------------------------------------------
