@@ -293,3 +293,55 @@ def test_cogra_parse_is_cached_and_evaluation_leaves_the_tree_alone() -> None:
         cogra.parse("RETURN COUNT(*) PATTERN")
     with pytest.raises(QueryError):  # errors are raised again, not cached as values
         cogra.parse("RETURN COUNT(*) PATTERN")
+
+
+def _sql_keywords() -> list[str]:
+    """Every single-word keyword sqlglot's tokenizer knows (CALL, SET, IF, CASE, UNION ...)."""
+    from sqlglot.tokens import Tokenizer
+
+    return sorted({w.title() for w in Tokenizer.KEYWORDS if re.fullmatch(r"[A-Za-z_]+", w)})
+
+
+@pytest.mark.parametrize("name", ["Call", "Set", "If", "Case", "End", "Union", "Join", "Comment", "Select", "And", "Between"])
+def test_variables_named_like_sql_keywords_work_in_where(name):
+    """``Call`` is a type of the report's q2; sqlglot would read ``Call.v > 1`` as a CALL
+    statement and ``NEXT(Case)`` as a CASE expression."""
+    import pyarrow as pa
+
+    import cogra
+    from cogra.reference import evaluate_reference
+
+    table = pa.table({"type": [name, "B", name, name, "B"], "time": [1, 2, 3, 4, 5],
+                      "v": [2, 3, 4, 1, 5]})
+    query = (f"RETURN COUNT(*), SUM({name}.v) PATTERN SEQ({name}+, B) "
+             f"WHERE {name}.v > 1 AND {name}.v < NEXT({name}).v")
+    plain = query.replace(f"{name}.", "V.").replace(f"({name})", "(V)").replace(f"({name}+", "(V+")
+    renamed = table.set_column(0, "type", pa.array(["V" if t == name else t for t in table["type"].to_pylist()]))
+    got = [list(r.values()) for r in cogra.evaluate(query, table).to_pylist()]
+    # (1 2) (1 5) (3 5) (1 3 5): Call@4 fails v > 1
+    assert got == [list(r.values()) for r in cogra.evaluate(plain, renamed).to_pylist()] == [[4, 14]]
+    assert [list(r.values()) for r in evaluate_reference(query, table).to_pylist()] == got
+
+
+def test_every_keyword_the_language_allows_as_a_variable_parses_in_where():
+    allowed = []
+    for word in _sql_keywords():
+        try:
+            parse(f"RETURN COUNT(*) PATTERN SEQ({word}+, B)")
+        except QueryError:
+            continue  # not a name the language allows (a clause keyword)
+        allowed.append(word)
+        q = parse(f"RETURN COUNT(*) PATTERN SEQ({word}+, B)\nWHERE {word}.v > 1 AND NEXT({word}).v > {word}.v")
+        refs = [(r.variable, r.attribute, r.is_next) for c in q.conditions for r in c.references]
+        assert refs == [(word, "v", False), (word, "v", True), (word, "v", False)], word
+    assert len(allowed) > 200
+
+
+def test_a_condition_error_names_the_variable_not_its_placeholder():
+    with pytest.raises(QueryError) as info:
+        parse("RETURN COUNT(*) PATTERN SEQ(Call+, B) WHERE Call.v > NEXT(Call).v +")
+    assert "line 1, column 67" in str(info.value) and "_0" not in str(info.value)
+    with pytest.raises(QueryError, match="unknown variable Cal"):
+        parse("RETURN COUNT(*) PATTERN SEQ(Call, B) WHERE Cal.v > 1")
+    q = parse("RETURN COUNT(*) PATTERN SEQ(And+, B) WHERE And.v > 1 AND And.v < NEXT(And).v")
+    assert len(q.conditions) == 2

@@ -29,6 +29,7 @@ Decisions where SEMANTICS.md is silent:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from fractions import Fraction
 
@@ -485,7 +486,7 @@ class _Parser:
             tok = self.peek()
             if tok.kind is Kind.EOF or (depth == 0 and self.clause_at() is not None):
                 break
-            word = self.word(self.pos) if depth == 0 else None
+            word = self.word(self.pos) if depth == 0 and not self.names_variable(self.pos) else None
             if tok.is_punct("(["):
                 depth += 1
             elif tok.is_punct(")]"):
@@ -507,6 +508,16 @@ class _Parser:
             parts[-1].append(self.advance())
         return parts, ands, ors
 
+    def names_variable(self, i: int) -> bool:
+        """Token ``i`` is a word in a variable's place -- before ``.`` or inside
+        ``NEXT(...)`` -- so not a keyword, whatever it spells (``Case.v``, ``NEXT(And)``)."""
+        if self.at(i).kind is not Kind.IDENT or (i > 0 and self.at(i - 1).is_punct(".")):
+            return False
+        if self.at(i + 1).is_punct("."):
+            return True
+        return (i >= 2 and self.at(i - 1).is_punct("(") and self.at(i + 1).is_punct(")")
+                and self.at(i - 2).kind is Kind.IDENT and self.at(i - 2).text.upper() == NEXT_MARKER)
+
     def equivalence(self, part: list[Token]) -> Equivalence:
         span = self.span(part[0].start, part[-1].end)
         inner = part[1:-1]
@@ -527,22 +538,29 @@ class _Parser:
             if tok.is_punct(";"):
                 raise self.error("unexpected ';' in WHERE", tok.span)
             after_dot = k > 0 and part[k - 1].is_punct(".")
-            if tok.kind is Kind.IDENT and tok.text.upper() == "SELECT" and not after_dot:
+            if tok.kind is Kind.IDENT and tok.text.upper() == "SELECT" and not (
+                    after_dot or self.names_variable(self.tokens.index(tok))):
                 raise self.error("subqueries are not allowed in WHERE", tok.span)
         text = self.text[start:end]
+        masked, names = _mask_variables(part, start, text)
         try:
-            tree = sqlglot.parse_one(text)
+            tree = sqlglot.parse_one(masked)
         except sqlglot.errors.ParseError as exc:
-            raise self.sqlglot_error(exc, start, text) from None
+            raise self.sqlglot_error(exc, start, masked, names) from None
         except sqlglot.errors.SqlglotError:  # e.g. a token sqlglot cannot read
             raise self.error("cannot read this condition", span) from None
+        _unmask(tree, names)
         return _ConditionChecker(self, start, span).build(tree, text)
 
-    def sqlglot_error(self, exc: sqlglot.errors.ParseError, offset: int, text: str) -> QueryError:
-        """Turn sqlglot's error (line/column inside the conjunct) into one about the whole query."""
+    def sqlglot_error(self, exc: sqlglot.errors.ParseError, offset: int, text: str,
+                      names: dict[str, str]) -> QueryError:
+        """Turn sqlglot's error (line/column inside the conjunct, whose ``text`` has the
+        variables ``names`` masked) into one about the whole query."""
         info = exc.errors[0] if exc.errors else {}
         highlight = info.get("highlight") or ""
         description = info.get("description") or str(exc)
+        for placeholder, name in names.items():
+            description = re.sub(rf"\b{placeholder}\b", name, description)
         span = self.span(offset, offset + len(text))
         line, col = info.get("line"), info.get("col")
         if highlight and line and col:
@@ -551,6 +569,7 @@ class _Parser:
             local_start = local_end - len(highlight)
             if text[local_start:local_end] == highlight:
                 span = self.span(offset + local_start, offset + local_end)
+                highlight = self.text[span.start : span.end]
         if description.startswith("Required keyword"):
             message = f"incomplete condition near {highlight!r}: an operand is missing"
         elif description.startswith("Invalid expression / Unexpected token"):
@@ -715,6 +734,61 @@ class _ConditionChecker:
                 self.parser.check_variable(variable, self.node_span(column.args["table"]))
             refs.append(ColumnRef(variable, column.name, is_next, self.node_span(column)))
         return tuple(refs)
+
+
+def _mask_variables(part: list[Token], offset: int, text: str) -> tuple[str, dict[str, str]]:
+    """The conjunct's text with every variable name -- a word before ``.`` or the argument
+    of ``NEXT(...)`` -- replaced by a placeholder of the same length, and the placeholders'
+    names.
+
+    A variable may be named like an SQL keyword (``Call``, a type of the report's q2;
+    ``Set``, ``If``, ``Case``), which sqlglot would read as a statement or an expression
+    (``Call.v > 1`` as a ``CALL`` command).  Placeholders keep every offset, so sqlglot's
+    positions still point into the query text.  Why not quote the names instead: quotes
+    shift the offsets of everything after them.
+    """
+    chars = list(text)
+    words = set(re.findall(r"\w+", text))
+    names: dict[str, str] = {}
+    placeholders: dict[str, str] = {}
+    for k, tok in enumerate(part):
+        if tok.kind is not Kind.IDENT or len(tok.text) < 2 or (k > 0 and part[k - 1].is_punct(".")):
+            continue
+        before_dot = k + 1 < len(part) and part[k + 1].is_punct(".")
+        in_next = (k >= 2 and part[k - 1].is_punct("(") and part[k - 2].kind is Kind.IDENT
+                   and part[k - 2].text.upper() == NEXT_MARKER
+                   and k + 1 < len(part) and part[k + 1].is_punct(")"))
+        if not (before_dot or in_next):
+            continue
+        placeholder = placeholders.get(tok.text)
+        if placeholder is None:
+            placeholder = _placeholder(len(tok.text), words)
+            if placeholder is None:
+                continue
+            words.add(placeholder)
+            placeholders[tok.text] = placeholder
+            names[placeholder] = tok.text
+        chars[tok.start - offset : tok.end - offset] = placeholder
+    return "".join(chars), names
+
+
+def _placeholder(length: int, taken: set[str]) -> str | None:
+    """An identifier of ``length`` characters, ``_`` and digits, that is not in ``taken``."""
+    for number in range(10 ** (length - 1)):
+        candidate = "_" + str(number).zfill(length - 1)
+        if candidate not in taken:
+            return candidate
+    return None
+
+
+def _unmask(tree: exp.Expression, names: dict[str, str]) -> None:
+    """Give the masked identifiers of ``tree`` their variables' names back."""
+    if not names:
+        return
+    for ident in tree.find_all(exp.Identifier):
+        name = names.get(ident.this)
+        if name is not None:
+            ident.set("this", name)
 
 
 def _attr_key(attr: AttrRef) -> tuple[str | None, str]:
