@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import pyarrow as pa
 import sqlglot.expressions as exp
 
-from cogra.analysis.binding import BoundQuery, bind
+from cogra.analysis.binding import DEFAULT_TYPE_COLUMN, BoundQuery, bind
 from cogra.analysis.plan import Plan
 from cogra.errors import CograDataWarning
 from cogra.language.ast import Aggregate, AttrRef, Query, Semantics
@@ -45,9 +45,9 @@ def as_table(events: Any) -> pa.Table:
 
 
 def plan(query: str | Query, schema: pa.Schema | None = None, *,
-         type_column: str = "type", time_column: str = "time") -> Plan:
-    if isinstance(query, str) and schema is not None:
-        return _plan_of_text(query, schema.remove_metadata(), type_column, time_column)
+         type_column: str | None = None, time_column: str = "time") -> Plan:
+    if schema is not None:
+        return _plan_of(query, schema.remove_metadata(), type_column, time_column)
     q = parse(query)
     if schema is None:
         schema = assumed_schema(q, type_column, time_column)
@@ -55,18 +55,19 @@ def plan(query: str | Query, schema: pa.Schema | None = None, *,
 
 
 @functools.lru_cache(maxsize=256)
-def _plan_of_text(query: str, schema: pa.Schema, type_column: str, time_column: str) -> Plan:
-    """Bound and planned once per (text, schema, columns), as parsed once per text: a Spark
-    worker evaluates one query per key group or chunk, and binding it (sqlglot rewrites of
-    the conditions) cost ~0.4 ms a call -- 2% of a q3 sector's evaluation.  The plan is
-    frozen and nothing downstream rewrites its expressions in place (see _parse_text);
-    a query that does not bind raises each time."""
+def _plan_of(query: str | Query, schema: pa.Schema, type_column: str | None, time_column: str) -> Plan:
+    """Bound and planned once per (query, schema, columns), as parsed once per text: a
+    Spark worker evaluates one query per key group or chunk, and binding it (sqlglot
+    rewrites of the conditions) cost ~0.4 ms a call -- 2% of a q3 sector's evaluation.  A
+    syntax tree is a key too (frozen, hashed by value: ~10 us).  The plan is frozen and
+    nothing downstream rewrites its expressions in place (see _parse_text); a query that
+    does not bind raises each time."""
     q = parse(query)
     return Plan.of(bind(q, schema, type_column=type_column, time_column=time_column))
 
 
 def explain(query: str | Query, schema: pa.Schema | None = None, *,
-            type_column: str = "type", time_column: str = "time") -> str:
+            type_column: str | None = None, time_column: str = "time") -> str:
     """A readable plan: automaton, predicate classes, granularity per variable and why.
 
     Without a schema, every attribute the query names is assumed to exist (bare
@@ -75,9 +76,10 @@ def explain(query: str | Query, schema: pa.Schema | None = None, *,
     return plan(query, schema, type_column=type_column, time_column=time_column).explain()
 
 
-def assumed_schema(q: Query, type_column: str, time_column: str) -> pa.Schema:
+def assumed_schema(q: Query, type_column: str | None, time_column: str) -> pa.Schema:
     """A schema with every attribute the query names, for explaining without data."""
-    fields: dict[str, pa.DataType] = {time_column: pa.int64(), type_column: pa.string()}
+    fields: dict[str, pa.DataType] = {time_column: pa.int64(),
+                                      type_column or DEFAULT_TYPE_COLUMN: pa.string()}
     for ref in list(q.group_by) + [e.attribute for e in q.equivalences]:
         fields.setdefault(ref.name, pa.string())
     for item in q.returns:
@@ -96,7 +98,7 @@ def evaluate(
     query: str | Query,
     events: Any,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
     compiled: bool | None = None,
@@ -134,7 +136,7 @@ def evaluate_batches(
     batches: Iterable[Any],
     *,
     schema: pa.Schema | None = None,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
 ) -> pa.Table:
@@ -177,7 +179,7 @@ def evaluate_batches(
 
 
 def result_schema(query: str | Query, input_schema: pa.Schema, *,
-                  type_column: str = "type", time_column: str = "time") -> pa.Schema:
+                  type_column: str | None = None, time_column: str = "time") -> pa.Schema:
     """The output schema, without data (what Spark's analyze step reports)."""
     bound = bind(parse(query), input_schema, type_column=type_column, time_column=time_column)
     return output_schema(bound)
@@ -226,7 +228,7 @@ def _spark_predicate(expr: exp.Expression) -> str | None:
     return expr.copy().transform(to_input).sql(dialect="spark")
 
 
-def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str = "type",
+def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str | None = None,
              time_column: str = "time") -> tuple[tuple[str, ...], str | None]:
     """What a scan below MATCH_TREND may skip: the columns the query reads, and a Spark
     SQL filter that holds for every row that can affect the result (None: keep all).

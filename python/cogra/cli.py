@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("query", nargs="?")
     p.add_argument("-f", "--file")
     p.add_argument("--data", required=True)
-    p.add_argument("--type-column", default="type")
+    p.add_argument("--type-column", default=None)
     p.add_argument("--time-column", default="time")
     p.add_argument("--on-overflow", choices=("error", "null"), default="error")
     p.add_argument("--rows", type=int, default=20)

@@ -110,7 +110,7 @@ def evaluate_reference(
     query: "str | Query",
     events: Any,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
     max_trends: int = 2_000_000,
@@ -140,7 +140,7 @@ def reference_rows(
     query: "str | Query",
     events: Any,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
     max_trends: int = 2_000_000,
@@ -361,7 +361,7 @@ class _Run:
 def _run(
     query: "str | Query",
     events: Any,
-    type_column: str,
+    type_column: str | None,
     time_column: str,
     on_overflow: str,
     max_trends: int,
@@ -375,7 +375,11 @@ def _run(
     columns = set(schema.names)
     prep = _prepare(q, columns)
 
-    # Columns: type, time, and everything the query reads.
+    # Columns: type, time, and everything the query reads.  A type column that is named
+    # must exist; by default it is "type", and a single-type pattern may do without it.
+    if type_column is not None and type_column not in columns:
+        raise QueryError(f"no type column {type_column!r} in the input (columns: {', '.join(schema.names)})")
+    type_column = "type" if type_column is None else type_column
     has_type = type_column in columns
     if not has_type and len(prep.pattern_types) > 1:
         raise QueryError(

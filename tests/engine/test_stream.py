@@ -8,6 +8,8 @@ mid-stream; and the open windows -- the only state kept -- stay few.
 
 from __future__ import annotations
 
+import math
+
 import warnings
 
 import numpy as np
@@ -160,7 +162,8 @@ def test_key_sorted_streams_close_keys_early() -> None:
     table = table.take(pc.sort_indices(table, [("company", "ascending"), ("time", "ascending")]))
     query = ("RETURN company, COUNT(*), SUM(A.volume), MAX(A.price) PATTERN Stock A+ WHERE [company] "
              "GROUP-BY company WITHIN 5 minutes SLIDE 1 minutes")
-    stream = StreamEvaluation(cogra.plan(query, table.schema), table.schema, on_overflow="null", key_sorted=True)
+    stream = StreamEvaluation(cogra.plan(query, table.schema), table.schema, on_overflow="null",
+                              sorted_by=("company",))
     for batch in table.to_batches(max_chunksize=300):
         stream.push(batch)
     got = stream.finish()
@@ -169,11 +172,48 @@ def test_key_sorted_streams_close_keys_early() -> None:
     # span ~400 s here, so up to 400/60 + 5 + 1 of its windows are open.
     assert stream.stats["max_open_windows"] <= 2 * 13
     # A finished key that shows up again breaks the promise: an error, not a wrong result.
-    again = StreamEvaluation(cogra.plan(query, table.schema), table.schema, key_sorted=True)
+    again = StreamEvaluation(cogra.plan(query, table.schema), table.schema, sorted_by=("company",))
     again.push(table.slice(0, 300))
     again.push(table.slice(table.num_rows - 10))
-    with pytest.raises(cogra.DataError, match="declared sorted by key"):
+    with pytest.raises(cogra.DataError, match="declared sorted by company"):
         again.push(table.slice(0, 5))
+
+
+def test_streams_sorted_by_some_plain_keys_interleave_the_others() -> None:
+    """Sorted by sector, then time (Spark's partitions for GROUP-BY sector): the company
+    sub-streams of ``[company]`` interleave within a sector; a sector followed by another
+    is complete."""
+    table = stock(6000)
+    table = table.take(pc.sort_indices(table, [("sector", "ascending"), ("time", "ascending")]))
+    query = ("RETURN sector, COUNT(*), SUM(B.volume) PATTERN SEQ(Stock A, Stock B+) WHERE [company] "
+             "GROUP-BY sector WITHIN 20 seconds")
+    stream = StreamEvaluation(cogra.plan(query, table.schema), table.schema, sorted_by=("sector",))
+    for batch in table.to_batches(max_chunksize=250):
+        stream.push(batch)
+    assert_same_result(stream.finish(), whole(query, table))
+    with pytest.raises(ValueError, match="not a plain key"):
+        StreamEvaluation(cogra.plan(query, table.schema), table.schema, sorted_by=("volume",))
+    # A sector that returns after another: an error, not a wrong result.
+    again = StreamEvaluation(cogra.plan(query, table.schema), table.schema, sorted_by=("sector",))
+    again.push(table.slice(0, 300))
+    again.push(table.slice(table.num_rows - 10))
+    with pytest.raises(cogra.DataError, match="declared sorted by sector"):
+        again.push(table.slice(0, 5))
+
+
+def test_negative_zero_and_nan_keys_are_one_key_each_across_batches() -> None:
+    """As in Spark's GROUP BY: 0.0 and -0.0 are one group, every NaN another."""
+    g = [0.0, -0.0, 0.0, float("nan"), -0.0, float("nan"), 0.0, float("nan")]
+    table = pa.table({"type": ["A"] * 8, "time": list(range(8)), "g": g})
+    query = "RETURN g, COUNT(*) PATTERN A+ GROUP-BY g"
+    want = {0.0: 2**5 - 1, "nan": 2**3 - 1}
+
+    def counts(result: pa.Table) -> dict:
+        return {("nan" if r["g"] != r["g"] else r["g"]): r["COUNT(*)"] for r in result.to_pylist()}
+
+    assert counts(cogra.evaluate(query, table)) == want
+    assert counts(cogra.evaluate_batches(query, table.to_batches(max_chunksize=1))) == want
+    assert math.copysign(1.0, cogra.evaluate(query, table.slice(1)).column("g")[0].as_py()) == 1.0
 
 
 def test_column_types_the_kernels_refuse_are_found_before_any_batch() -> None:
@@ -197,3 +237,17 @@ def test_generated_kernel_on_large_batches_with_huge_counts() -> None:
     want = whole(query, table, on_overflow="null")
     got = streamed(query, table.to_batches(max_chunksize=55_000), on_overflow="null")
     assert_same_result(got, want)
+
+
+def test_an_overflow_names_the_item_window_group_and_fix_in_both_routes() -> None:
+    table = stock(20000, seed=1)
+    query = ("RETURN sector, COUNT(*) PATTERN SEQ(Stock A, Stock B+) WHERE [company] "
+             "GROUP-BY sector WITHIN 10 minutes")
+    for run in (lambda: cogra.evaluate(query, table),
+                lambda: cogra.evaluate_batches(query, table.to_batches(max_chunksize=5000))):
+        with pytest.raises(cogra.AggregateOverflowError) as info:
+            run()
+        message = str(info.value)
+        assert message.startswith("MATCH_TREND overflow: COUNT(*) does not fit int64 in window [0, 600) "
+                                  "of group sector = 'S00'"), message
+        assert "spark.sql.ansi.enabled=false" in message and "shorter WITHIN" in message

@@ -513,7 +513,7 @@ def test_partition_function_streams_when_it_can(query, streams, monkeypatch):
     real = stream_module.StreamEvaluation.__init__
 
     def spy(self, *args, **kwargs):
-        created.append(kwargs.get("key_sorted"))
+        created.append(kwargs.get("sorted_by"))
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(stream_module.StreamEvaluation, "__init__", spy)
@@ -526,7 +526,7 @@ def test_partition_function_streams_when_it_can(query, streams, monkeypatch):
     monkeypatch.setenv(udtf_module.STREAMING_ENV, "1")
     run = udtf_module.make_map_function(pickle.dumps(result), json.dumps({"on_overflow": "null"}))
     out = list(run(iter(table.to_batches(max_chunksize=53))))
-    assert created == ([True] if streams else [])
+    assert created == ([("sector",)] if streams else [])
     monkeypatch.setenv(udtf_module.STREAMING_ENV, "0")
     created.clear()
     assert list(run(iter(table.to_batches(max_chunksize=53)))) and created == []

@@ -137,11 +137,15 @@ def kind_of_type(t: pa.DataType) -> str:
     return str(t)
 
 
+DEFAULT_TYPE_COLUMN = "type"
+"""The type column when none is named (``type_column=None``)."""
+
+
 def bind(
     query: Query,
     schema: pa.Schema,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
 ) -> BoundQuery:
     """Check ``query`` against ``schema`` and classify its predicates."""
@@ -173,7 +177,7 @@ class _Binder:
         return self.names.index(name)
 
     # -- the passes ----------------------------------------------------------
-    def bind(self, type_column: str, time_column: str) -> BoundQuery:
+    def bind(self, type_column: str | None, time_column: str) -> BoundQuery:
         time_type = self._time(time_column)
         type_col = self._type(type_column)
         plain_keys, var_keys = self._keys()
@@ -206,9 +210,20 @@ class _Binder:
             )
         return t
 
-    def _type(self, type_column: str) -> str | None:
+    def _type(self, type_column: str | None) -> str | None:
+        """The type column: the one named, which must exist, or by default ``type``; an
+        input without the default reads every row as the pattern's type, if it names one."""
+        named = type_column is not None
+        type_column = DEFAULT_TYPE_COLUMN if type_column is None else type_column
         idx = self.schema.get_field_index(type_column)
         types = self.q.event_types
+        if idx < 0 and named:
+            raise QueryError(
+                f"no type column {type_column!r} in the input (its columns are: "
+                f"{', '.join(self.schema.names)}); name an existing column with type_column=..."
+                + ("" if len(types) > 1 else ", or leave it out to read every row as a "
+                   f"{types[0]} event")
+            )
         if idx < 0:
             if len(types) == 1:
                 return None

@@ -231,7 +231,7 @@ class Prepared:
         return cache[attr]
 
 
-def prepare(query: Any, events: Any, *, type_column: str, time_column: str, who: str) -> Prepared:
+def prepare(query: Any, events: Any, *, type_column: str | None, time_column: str, who: str) -> Prepared:
     """Bind ``query`` to ``events`` with cogra's front end and precompute the columns."""
     from cogra.api import as_table, parse
 

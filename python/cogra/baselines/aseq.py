@@ -79,7 +79,7 @@ def flatten(pattern: Pattern, names: tuple[str, ...]) -> list[tuple[int, bool]]:
     )
 
 
-def _prepare(query: Any, events: Any, type_column: str, time_column: str) -> tuple[Prepared, list]:
+def _prepare(query: Any, events: Any, type_column: str | None, time_column: str) -> tuple[Prepared, list]:
     prep = prepare(query, events, type_column=type_column, time_column=time_column, who=WHO)
     if prep.bound.adjacent:
         raise NotSupported("A-Seq supports no predicates on adjacent events (only equivalence predicates)")
@@ -87,7 +87,7 @@ def _prepare(query: Any, events: Any, type_column: str, time_column: str) -> tup
     return prep, items
 
 
-def check(query: Any, schema: Any, *, type_column: str = "type", time_column: str = "time") -> None:
+def check(query: Any, schema: Any, *, type_column: str | None = None, time_column: str = "time") -> None:
     """Raise :class:`NotSupported` if A-Seq does not apply to ``query`` over ``schema``."""
     import pyarrow as pa
 
@@ -98,7 +98,7 @@ def evaluate(
     query: Any,
     events: Any,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
     max_cells: int = MAX_CELLS,

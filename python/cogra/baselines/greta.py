@@ -58,7 +58,7 @@ WHO = "GRETA"
 BLOCK_CELLS = 2_000_000
 
 
-def check(query: Any, schema: Any, *, type_column: str = "type", time_column: str = "time") -> None:
+def check(query: Any, schema: Any, *, type_column: str | None = None, time_column: str = "time") -> None:
     """Raise :class:`NotSupported` if GRETA cannot evaluate ``query`` over ``schema``."""
     import pyarrow as pa
 
@@ -70,7 +70,7 @@ def evaluate(
     query: Any,
     events: Any,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
     block_cells: int = BLOCK_CELLS,

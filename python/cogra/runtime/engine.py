@@ -85,6 +85,21 @@ def micros(col: pa.ChunkedArray) -> np.ndarray:
     return raw * -factor if factor < 0 else raw // factor
 
 
+def canonical_keys(table: pa.Table, names: Iterable[str]) -> pa.Table:
+    """``table`` with its floating-point key columns ``names`` as Spark's GROUP BY compares
+    them: -0.0 is 0.0, and every NaN one value (Arrow's encodings tell both zeros, and
+    NaNs of other bits, apart)."""
+    for name in names:
+        col = table.column(name)
+        if not (pa.types.is_float32(col.type) or pa.types.is_float64(col.type)):
+            continue
+        zero, nan = pa.scalar(0.0, col.type), pa.scalar(float("nan"), col.type)
+        fixed = pc.if_else(pc.equal(col, zero), zero, col)
+        fixed = pc.if_else(pc.is_nan(fixed), nan, fixed)
+        table = table.set_column(table.schema.get_field_index(name), table.field(name), fixed)
+    return table
+
+
 def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """Dense int codes of the tuple of ``names`` per row (NULL is a value), and one
     representative row per code (to read the key's values back)."""
@@ -242,7 +257,8 @@ class Engine:
         if int(pc.sum(valid).as_py() or 0) != table.num_rows:
             table = table.filter(valid)
         # Keep only the columns the query reads; sort by time unless already sorted.
-        table = table.select(list(b.columns_used))
+        table = canonical_keys(table.select(list(b.columns_used)),
+                               {*b.plain_keys, *(a for keys in b.var_keys for a in keys)})
         times = table.column(b.time_column)
         if pa.types.is_timestamp(times.type):
             times = times.cast(pa.int64())

@@ -184,12 +184,8 @@ def build_table(
                 if on_overflow == "null":
                     columns[i].append(None)
                     continue
-                where = f" in window [{row.window[0]}, {row.window[1]})" if row.window else ""
-                raise AggregateOverflowError(
-                    f"{item.name} does not fit {typ}{where}: its exact value has "
-                    f"{_magnitude(row.values[i])}; use on_overflow='null' (Spark: "
-                    "spark.sql.ansi.enabled=false) to get NULL instead"
-                ) from None
+                raise overflow_error(query, item.name, typ, row.window, row.group, time_type,
+                                     _magnitude(row.values[i])) from None
     out_schema = table_schema(query, schema, time_type, metadata)
     arrays = [pa.array(col, type=typ) for col, typ in zip(columns, types)]
     if query.window is not None:
@@ -198,6 +194,34 @@ def build_table(
         ends = [_window_bound(r.window[1], time_type) for r in ordered]  # type: ignore[index]
         arrays += [pa.array(starts, type=wtype), pa.array(ends, type=wtype)]
     return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+def overflow_error(query: Query, item: str, typ: pa.DataType, window: tuple[Any, Any] | None,
+                   group: Sequence[Any], time_type: pa.DataType,
+                   magnitude: str | None = None) -> AggregateOverflowError:
+    """The error for a value that does not fit its column, worded so that its first line
+    -- all a Spark user may read of it -- names the item, the window, the group and the
+    ways out.  ``window`` is in the engine's time domain, ``group`` the GROUP-BY values."""
+    where = ""
+    if window is not None:
+        start, end = (_shown_time(_window_bound(w, time_type), time_type) for w in window)
+        where = f" in window [{start}, {end})"
+    if query.group_by:
+        values = ", ".join(f"{ref.text} = {v!r}" for ref, v in zip(query.group_by, group))
+        where += f" of group {values}"
+    value = f" (its exact value has {magnitude})" if magnitude else ""
+    return AggregateOverflowError(
+        f"MATCH_TREND overflow: {item} does not fit {typ}{where}{value}. Use "
+        "on_overflow='null' (Spark: spark.sql.ansi.enabled=false) to get NULL for such "
+        "values, or count fewer trends: a shorter WITHIN, a more selective pattern or "
+        "WHERE, or SEMANTICS skip-till-next-match")
+
+
+def _shown_time(value: Any, time_type: pa.DataType) -> str:
+    """A window bound as a user reads it: a timestamp in ISO form, else the number."""
+    if pa.types.is_timestamp(time_type):
+        return pa.scalar(int(value), pa.timestamp("us", tz=time_type.tz)).as_py().isoformat()
+    return str(value)
 
 
 def _magnitude(value: Any) -> str:

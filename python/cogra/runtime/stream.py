@@ -34,16 +34,17 @@ data is read.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import math
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.analysis.granularity import Executor
-from cogra.errors import AggregateOverflowError, CograError, DataError
+from cogra.errors import CograError, DataError
 from cogra.runtime.aggregates import attribute_scales
-from cogra.runtime.engine import Engine, key_codes, micros
+from cogra.runtime.engine import Engine, canonical_keys, key_codes, micros
 from cogra.runtime.fast.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
@@ -69,6 +70,35 @@ def _trim_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to do
         pass
+
+
+def _key_positions(plain_keys: Sequence[str], sorted_by: Sequence[str]) -> tuple[int, ...] | None:
+    """Where each of ``sorted_by`` is among the plain keys (None: the stream is not
+    sorted by key); a name that is no plain key is an error of the caller."""
+    if not sorted_by:
+        return None
+    positions = []
+    for name in sorted_by:
+        if name not in plain_keys:
+            raise ValueError(f"sorted_by names {name!r}, which is not a plain key of the query "
+                             f"({', '.join(plain_keys) or 'none'})")
+        positions.append(list(plain_keys).index(name))
+    return tuple(positions)
+
+
+def canonical_value(value: Any) -> Any:
+    """A key value as the engine groups it: one NaN (``math.nan``, so that tuples holding
+    it compare equal) and no negative zero."""
+    if isinstance(value, float):
+        if value != value:
+            return math.nan
+        if value == 0.0:
+            return 0.0
+    return value
+
+
+def _canonical_tuple(values: tuple) -> tuple:
+    return tuple(canonical_value(v) for v in values)
 
 
 class StreamingUnsupported(CograError, NotImplementedError):
@@ -156,17 +186,20 @@ class StreamEvaluation:
     """Evaluate one query over a stream of record batches (see the module docstring)."""
 
     def __init__(self, plan: Any, schema: pa.Schema, *, on_overflow: str = "error",
-                 key_sorted: bool = False):
-        """``key_sorted``: the stream comes sorted by the plain keys, then time (a Spark
-        partition does): a key followed by another is complete, so its windows close and
-        its bookkeeping is dropped at once."""
-        self.key_sorted = key_sorted
-        self.done_keys: set[tuple] = set()
+                 sorted_by: Sequence[str] = ()):
+        """``sorted_by``: plain keys the stream comes sorted by, then time (a Spark
+        partition comes sorted by its partitioning keys): once their values change, every
+        sub-stream with the earlier values is complete, so its windows close and its
+        bookkeeping is dropped at once.  The other plain keys' sub-streams interleave in
+        time within one value of these."""
         self.plan = plan
         self.schema = schema
         self.on_overflow = on_overflow
         b = plan.bound
         self.bound = b
+        self.sorted_positions = _key_positions(b.plain_keys, sorted_by)
+        self.done_groups: set[tuple] = set()
+        """Values of the ``sorted_by`` keys that are complete."""
         self._check_supported()
         self.window_size = None if b.query.window is None else int(WindowSpec.of(b.query.window, b.time_type).size)
         self.store: WindowStore | None = None
@@ -226,6 +259,7 @@ class StreamEvaluation:
         self.counters["rows_in"] += table.num_rows
         if not table.num_rows:
             return
+        table = canonical_keys(table, self.bound.plain_keys)
         if self.held is not None and self.held.num_rows:
             table = pa.concat_tables([self.held, table])
         times, valid = self._valid_times(table)
@@ -233,21 +267,28 @@ class StreamEvaluation:
         latest = self._check_order(times, valid, codes, keys)  # held rows sit at their key's last time: fine
         hold = self._hold_latest(times, valid, codes, keys, latest)
         done: list[tuple] = []
-        if self.key_sorted:
-            # Only the last key can continue; every other key in here is complete.
-            last = int(codes[-1])
-            hold = pc.and_(hold, pa.array(codes == last))
-            done = [k for c, k in enumerate(keys) if c != last]
+        if self.sorted_positions is not None:
+            # Only the keys of the last row's sorted-by values can continue; every other
+            # key in here is complete.
+            last = self._sorted_values(keys[int(codes[-1])])
+            current = np.array([self._sorted_values(k) == last for k in keys], bool)
+            hold = pc.and_(hold, pa.array(current[codes]))
+            done = [k for c, k in enumerate(keys) if not current[c]]
         self.held = table.filter(hold)
         self._process(table.filter(pc.invert(hold)), final=False, done=done)
         for key in done:
             self._close_key(key)
 
+    def _sorted_values(self, key: tuple) -> tuple:
+        """The values of the ``sorted_by`` keys in a plain key."""
+        return tuple(key[i] for i in self.sorted_positions)
+
     def _key_values(self, table: pa.Table) -> tuple[np.ndarray, list[tuple]]:
         codes, reps = key_codes(table, self.bound.plain_keys)
         if not self.bound.plain_keys:
             return codes, [()] * len(reps)
-        cols = [table.column(k).take(pa.array(reps)).to_pylist() for k in self.bound.plain_keys]
+        cols = [[canonical_value(v) for v in table.column(k).take(pa.array(reps)).to_pylist()]
+                for k in self.bound.plain_keys]
         return codes, list(zip(*cols))
 
     def _valid_times(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
@@ -269,9 +310,10 @@ class StreamEvaluation:
         for key, lo, hi in zip(keys, first.tolist(), latest.tolist()):
             if lo == big:
                 continue  # only NULL times
-            if key in self.done_keys:
+            if self.sorted_positions is not None and self._sorted_values(key) in self.done_groups:
                 raise DataError(f"sub-stream {dict(zip(self.bound.plain_keys, key))} continues after "
-                                "another key although the stream was declared sorted by key")
+                                "another key although the stream was declared sorted by "
+                                f"{', '.join(self.bound.plain_keys[i] for i in self.sorted_positions)}")
             last = self.last_time.get(key)
             if last is not None and lo < last:
                 raise DataError(f"events of sub-stream {dict(zip(self.bound.plain_keys, key))} arrive out "
@@ -323,8 +365,11 @@ class StreamEvaluation:
         if self.store is None:
             self.store = WindowStore(nv, c.n_i, c.n_f, c.x_is_min)
         store = self.store
-        seg_key = np.array([self.key_ids.setdefault(k[0], len(self.key_ids)) for k in subs.keys], np.int64)
-        seg_group = np.array([self._group_id(g) for g in subs.groups], np.int64)
+        # (Key values as _key_values gives them: a NaN read from another batch is another
+        # float object, and tuples of NaN compare equal only by identity.)
+        seg_key = np.array([self.key_ids.setdefault(_canonical_tuple(k[0]), len(self.key_ids))
+                            for k in subs.keys], np.int64)
+        seg_group = np.array([self._group_id(_canonical_tuple(g)) for g in subs.groups], np.int64)
         rows_w = store.rows_for(seg_key[wins.seg], wins.start.astype(np.int64), seg_group[wins.seg])
         st_i, st_f, st_x = store.i[rows_w], store.f[rows_w], store.x[rows_w]
         st_r, st_e = store.r[rows_w], store.e[rows_w]
@@ -393,7 +438,7 @@ class StreamEvaluation:
         """A complete key (key-sorted streams): its windows are closed; forget it."""
         self.last_time.pop(key, None)
         self.watermark.pop(key, None)
-        self.done_keys.add(key)
+        self.done_groups.add(self._sorted_values(key))
 
     def _finalize(self, rows: np.ndarray) -> None:
         store = self.store
@@ -481,10 +526,7 @@ class StreamEvaluation:
         starts = np.concatenate(self.closed_start)
         table = table_from_channels(self.ctx, self.groups, np.concatenate(self.closed_group), starts, out,
                                     on_overflow=self.on_overflow, metadata=meta, row_path=None)
-        if table is None:
-            raise AggregateOverflowError(
-                "a result value does not fit its output type (streaming evaluation); use "
-                "on_overflow='null' (Spark: spark.sql.ansi.enabled=false) to get NULL instead")
+        assert table is not None  # without a row path, an overflow raises there
         return table
 
 

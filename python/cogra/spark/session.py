@@ -154,7 +154,7 @@ def match_trend(
     df: "DataFrame",
     query: str,
     *,
-    type_column: str = "type",
+    type_column: str | None = None,
     time_column: str = "time",
 ) -> "DataFrame":
     """Evaluate a COGRA ``query`` over ``df``: the DataFrame form of ``MATCH_TREND``.
@@ -163,17 +163,18 @@ def match_trend(
     Python UDTF otherwise; both give the same rows.
     """
     spark = df.sparkSession
+    columns = {"time_column": time_column}
+    if type_column is not None:
+        columns["type_column"] = type_column
     if has_extension(spark):
+        named = "".join(f", {name} => :{name}" for name in columns)
         return spark.sql(
-            f"SELECT * FROM {FUNCTION_NAME}(TABLE({{df}}), :query, "
-            "type_column => :type_column, time_column => :time_column)",
-            args={"query": query, "type_column": type_column, "time_column": time_column},
+            f"SELECT * FROM {FUNCTION_NAME}(TABLE({{df}}), :query{named})",
+            args={"query": query, **columns},
             df=df,
         )
     from pyspark.sql.functions import lit
 
     _use_this_python(spark)
     udtf = python_udtf(spark)
-    return udtf(
-        df.asTable(), lit(query), type_column=lit(type_column), time_column=lit(time_column)
-    )
+    return udtf(df.asTable(), lit(query), **{name: lit(value) for name, value in columns.items()})

@@ -147,7 +147,7 @@ def match_trend_frame(spark: "SparkSession", path: Path, query: str) -> "DataFra
 
 
 def passthrough_frame(spark: "SparkSession", path: Path, query: str,
-                      type_column: str = "type", time_column: str = "time") -> "DataFrame":
+                      type_column: str | None = None, time_column: str = "time") -> "DataFrame":
     """MATCH_TREND's plan up to its Python step, with an identity ``mapInArrow`` instead.
 
     Columns, filter and keys come from the same functions MATCH_TREND's analysis uses.

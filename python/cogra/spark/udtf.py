@@ -24,6 +24,7 @@ argument reads less.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import itertools
 import json
@@ -34,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.errors import PySparkValueError
@@ -47,7 +49,8 @@ from pyspark.sql.udtf import (
 )
 
 import cogra
-from cogra.errors import CograError
+from cogra.errors import CograError, DataError
+from cogra.language.ast import AttrRef, Query, Span
 from cogra.spark.slices import WindowSlices
 from cogra.spark.worker_heap import retain_freed_memory
 
@@ -98,7 +101,7 @@ class CograAnalyzeResult(AnalyzeResult):
     """What ``analyze`` decided, handed (pickled) to every task that evaluates the call."""
 
     query: str = ""
-    type_column: str = "type"
+    type_column: str | None = None
     time_column: str = "time"
     #: Plain sub-stream keys the input is partitioned by (input column names).
     key_columns: tuple[str, ...] = ()
@@ -118,9 +121,10 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _string_argument(arg: AnalyzeArgument | None, what: str, default: str | None) -> str:
+def _string_argument(arg: AnalyzeArgument | None, what: str, default: str | None,
+                     required: bool = False) -> str | None:
     if arg is None:
-        if default is None:
+        if required:
             raise analysis_error(f"{FUNCTION_NAME} needs {what}: {USAGE}")
         return default
     if arg.isTable:
@@ -176,7 +180,7 @@ def plain_group_keys(query: str) -> tuple[str, ...]:
     return tuple(k for k in cogra.partition_columns(q) if k in grouped)
 
 
-def pushdown(query: str, schema: pa.Schema, type_column: str, time_column: str
+def pushdown(query: str, schema: pa.Schema, type_column: str | None, time_column: str
              ) -> tuple[tuple[str, ...], str | None]:
     """(input columns the query reads, SQL filter every usable row passes, or None).
 
@@ -202,8 +206,10 @@ def analyze_call(
 ) -> CograAnalyzeResult:
     if input is None or not input.isTable or not isinstance(input.dataType, StructType):
         raise analysis_error(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
-    text = _string_argument(query, "a query", None)
-    type_col = _string_argument(type_column, "type_column", "type")
+    text = _string_argument(query, "a query", None, required=True)
+    # No type_column: "type" if the table has it (else a one-type pattern reads every row
+    # as its type); a named one must exist.
+    type_col = _string_argument(type_column, "type_column", None)
     time_col = _string_argument(time_column, "time_column", "time")
     in_schema = _arrow_schema(input.dataType)
     try:
@@ -318,15 +324,36 @@ def slice_pace(query: str, least: int, most: int) -> SlicePace:
     return pace
 
 
+def with_partition_keys(query: str, keys: Sequence[str]) -> str | Query:
+    """``query`` with ``keys`` (the columns the shim adds for a ``PARTITION BY`` written
+    after ``TABLE(...)``) as plain GROUP-BY attributes that RETURN does not list.
+
+    Spark evaluates a table function's partitions each on its own; so does the engine for
+    the values of plain keys, which never meet in a trend, window or output row.  Several
+    partitions can then go through one engine call (a task holds many of them: whatever
+    hashes to its Spark partition) and still stay apart, and the output has no column
+    for the keys, as for any Spark table function.
+    """
+    if not keys:
+        return query
+    q = cogra.parse(query)
+    at = Span(0, 0, 1, 1)
+    return dataclasses.replace(q, group_by=q.group_by + tuple(AttrRef(None, k, at) for k in keys))
+
+
 class _Evaluator:
     """Evaluates batches of one or more complete key groups with :func:`cogra.evaluate`;
-    each call's rows and time go to ``pace`` (when given)."""
+    each call's rows and time go to ``pace`` (when given).
 
-    def __init__(self, result: CograAnalyzeResult, on_overflow: str, drop: Sequence[str] = (),
-                 pace: SlicePace | None = None):
+    ``partition_keys``: the columns of a user's ``PARTITION BY``, evaluated as plain keys
+    (:func:`with_partition_keys`)."""
+
+    def __init__(self, result: CograAnalyzeResult, on_overflow: str,
+                 partition_keys: Sequence[str] = (), pace: SlicePace | None = None):
         self.result = result
+        self.query = with_partition_keys(result.query, partition_keys)
         self.on_overflow = on_overflow
-        self.drop = set(drop) | {FILTER_ALIAS}
+        self.drop = {FILTER_ALIAS}
         self.target = _target_schema(result)
         self.pace = pace
 
@@ -339,7 +366,7 @@ class _Evaluator:
         return batch
 
     def trim(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Drop the columns the engine must not see (filter flag, user partition keys)."""
+        """Drop the columns the engine must not see (the filter flag)."""
         extra = [n for n in batch.schema.names if n in self.drop]
         return batch.drop_columns(extra) if extra else batch
 
@@ -355,7 +382,7 @@ class _Evaluator:
             table = table.drop_columns(extra)
         started = time.perf_counter()
         out = cogra.evaluate(
-            self.result.query,
+            self.query,
             table,
             type_column=self.result.type_column,
             time_column=self.result.time_column,
@@ -386,6 +413,32 @@ def _equal_neighbours(col: pa.Array) -> Any:
         both_nan = pc.fill_null(pc.and_(pc.is_nan(a), pc.is_nan(b)), False)
         eq = pc.or_(eq, both_nan)
     return eq.to_numpy(zero_copy_only=False)
+
+
+def _compare_keys(a: pa.Table, b: pa.Table, names: Sequence[str]) -> Any:
+    """Per row, -1, 0 or 1 as the key of ``a`` sorts before, with or after that of ``b``
+    in Spark's ascending order (NULL first, NaN last, -0.0 = 0.0, strings by their
+    UTF-8 bytes); None where a key's type has no order Arrow can compare."""
+    import numpy as np
+
+    result = np.zeros(a.num_rows, np.int8)
+    for name in names:
+        x, y = a.column(name).combine_chunks(), b.column(name).combine_chunks()
+        try:
+            less = pc.fill_null(pc.less(x, y), False).to_numpy(zero_copy_only=False)
+            greater = pc.fill_null(pc.greater(x, y), False).to_numpy(zero_copy_only=False)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, TypeError):
+            return None
+        cmp = less.astype(np.int8) * -1 + greater.astype(np.int8)
+        x_null = x.is_null().to_numpy(zero_copy_only=False)
+        y_null = y.is_null().to_numpy(zero_copy_only=False)
+        if pa.types.is_floating(x.type):
+            x_nan = pc.fill_null(pc.is_nan(x), False).to_numpy(zero_copy_only=False)
+            y_nan = pc.fill_null(pc.is_nan(y), False).to_numpy(zero_copy_only=False)
+            cmp = np.where(x_nan & ~y_nan & ~y_null, 1, np.where(y_nan & ~x_nan & ~x_null, -1, cmp))
+        cmp = np.where(x_null & ~y_null, -1, np.where(y_null & ~x_null, 1, cmp))
+        result = np.where(result == 0, cmp, result).astype(np.int8)
+    return result
 
 
 class _ChunkedEvaluator:
@@ -449,7 +502,26 @@ class _ChunkedEvaluator:
         same = np.ones(table.num_rows - 1, dtype=bool)
         for name in self.keys:
             same &= _equal_neighbours(table.column(name).combine_chunks())
-        return np.flatnonzero(~same) + 1 - offset
+        starts = np.flatnonzero(~same) + 1
+        self._check_grouped(table, starts)
+        return starts - offset
+
+    def _check_grouped(self, keys: pa.Table, starts: Any) -> None:
+        """Each group must follow the one before it in the plan's sort order (ascending,
+        NULL first): then no key comes back, and the chunks hold complete groups.  A
+        group that came back would be evaluated in two parts -- a wrong result -- so it
+        is an error instead.  O(1) memory: the order is checked at the boundaries."""
+        if not len(starts):
+            return
+        before, after = keys.take(pa.array(starts - 1)), keys.take(pa.array(starts))
+        order = _compare_keys(before, after, self.keys)
+        if order is not None and not bool(np.all(order < 0)):
+            k = int(np.flatnonzero(order >= 0)[0])
+            key = {name: after.column(name)[k].as_py() for name in self.keys}
+            raise DataError(
+                f"{FUNCTION_NAME}: the rows of key {key} do not follow their key's order "
+                f"in the task's input; it must arrive sorted by {', '.join(self.keys)} "
+                "(the plan sorts it so: was the plan changed?)")
 
     def feed(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         batch = self.evaluator.prepare(batch)
@@ -504,6 +576,11 @@ class _ChunkedEvaluator:
         assert self.slices is not None and not self.group_starts
         table = pa.Table.from_batches(self.pending)
         times = self.slices.times(table)
+        if len(times) > 1 and not bool(np.all(times[1:] >= times[:-1])):
+            # Slices cut a group by time: its rows must arrive in time order (the plan
+            # sorts them so), else a slice would miss rows of the windows it emits.
+            raise DataError(f"{FUNCTION_NAME}: a task's input is not in time order within its "
+                            "key group (the plan sorts it so: was the plan changed?)")
         last = self.slices.last_complete_start(int(times[-1]))
         first = self.emitted_before
         after = last + self.slices.step  # later windows need the rows from here on
@@ -589,11 +666,18 @@ def make_map_function(analyze_result: bytes, options: str):
     pace = slice_pace(result.query, slice_rows, SLICE_ROWS) if slice_rows < SLICE_ROWS else None
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from evaluate_partition(batches)
+        except CograError:
+            report_without_traceback()
+            raise
+
+    def evaluate_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         start_task()
-        evaluator = _Evaluator(result, on_overflow, drop=user_keys, pace=pace)
+        evaluator = _Evaluator(result, on_overflow, partition_keys=user_keys, pace=pace)
         it = iter(batches)
-        if not user_keys and streaming_enabled():
-            stream, first = _streaming_evaluation(evaluator, it)
+        if streaming_enabled():
+            stream, first = _streaming_evaluation(evaluator, it, sorted_by=[*user_keys, *result.key_columns])
             if stream is not None:
                 yield from _run_stream(evaluator, stream, first, it)
                 return
@@ -606,6 +690,18 @@ def make_map_function(analyze_result: bytes, options: str):
         yield from chunks.finish()
 
     return run
+
+
+def report_without_traceback() -> None:
+    """Have PySpark report the exception being raised by its message alone.
+
+    PySpark's worker sends an exception's traceback (~600 characters of cogra's frames)
+    before its message, so a Spark user's first lines would be frames; a cogra error's
+    message names the problem and the fix itself.  ``SPARK_HIDE_TRACEBACK`` is read when
+    the worker formats the exception, and the worker exits right after reporting it
+    (``pyspark.worker.main``), so no other task's error loses its traceback.
+    """
+    os.environ["SPARK_HIDE_TRACEBACK"] = "1"
 
 
 def _window_slices(result: CograAnalyzeResult, batches: Iterator[pa.RecordBatch]
@@ -657,8 +753,12 @@ def streaming_enabled() -> bool:
     return os.environ.get(STREAMING_ENV, "1") != "0"
 
 
-def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatch]):
+def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatch],
+                          sorted_by: Sequence[str]):
     """``(StreamEvaluation or None, the first non-empty batch, prepared)``.
+
+    ``sorted_by``: the input columns the shim sorted the partition by, before time (the
+    user's PARTITION BY columns, the query's plain GROUP-BY keys).
 
     The partition streams through :mod:`cogra.runtime.stream` -- memory bounded by the
     open windows' states, not by a key group -- when the query allows it, its windows
@@ -678,7 +778,7 @@ def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatc
         return None, None
     r = evaluator.result
     try:
-        p = cogra.plan(r.query, first.schema, type_column=r.type_column, time_column=r.time_column)
+        p = cogra.plan(evaluator.query, first.schema, type_column=r.type_column, time_column=r.time_column)
         if any(item.value.attribute and item.value.func.value in ("SUM", "AVG")
                and pa.types.is_floating(first.schema.field(item.value.attribute).type)
                for item in p.bound.query.returns if hasattr(item.value, "func")):
@@ -688,9 +788,12 @@ def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatc
             # A stream evaluates each batch's windows one by one; the chunked route shares
             # the panes of sliding windows, which is many times faster here.
             return None, first
-        # The shim sorts each partition by the plain keys, then time.
+        # Sorted by some plain keys (the GROUP-BY ones), then time: an equivalence key
+        # outside GROUP-BY ([company] under GROUP-BY sector) interleaves within them.
+        plain = p.bound.plain_keys
+        keys = tuple(_resolve(c, plain) for c in sorted_by)
         return StreamEvaluation(p, first.schema, on_overflow=evaluator.on_overflow,
-                                key_sorted=bool(r.key_columns)), first
+                                sorted_by=keys), first
     except StreamingUnsupported:
         return None, first
 
@@ -757,7 +860,11 @@ class MatchTrendUDTF:
 
     def terminate(self) -> Iterator[pa.RecordBatch]:
         batches, self._batches = self._batches, []
-        yield from self._evaluator.evaluate(batches)
+        try:
+            yield from self._evaluator.evaluate(batches)
+        except CograError:
+            report_without_traceback()
+            raise
 
 
 class MatchTrendNullOnOverflowUDTF(MatchTrendUDTF):

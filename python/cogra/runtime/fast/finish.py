@@ -62,7 +62,7 @@ from cogra.runtime.fast.channels import (
     KernelOut,
     slot_limbs,
 )
-from cogra.runtime.output import build_table, order, table_schema
+from cogra.runtime.output import build_table, order, overflow_error, table_schema
 
 ENABLED = True
 """Tests switch this off to run the row path on the same inputs."""
@@ -855,7 +855,13 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
             overflow |= c.overflow
     overflow &= ~undecided
     if overflow.any() and on_overflow == "error":
-        return None
+        if row_path is not None:
+            return None  # the row path words the error, with the value's magnitude
+        k = int(np.flatnonzero(overflow)[0])
+        i = next(i for i, c in enumerate(cols) if c is not None and c.overflow[k])
+        window = None if q.window is None else (int(keyed.start[k]), int(keyed.start[k]) + int(ctx.window_size))
+        raise overflow_error(q, q.returns[i].name, schema.field(i).type, window,
+                             keyed.groups[keyed.gid[k]], ctx.time_type)
     keep = ~undecided
     every = not undecided.any()  # then no copies by ``keep`` (a sliding result has millions of rows)
 
