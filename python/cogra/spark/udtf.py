@@ -33,6 +33,7 @@ import pickle
 import re
 import time
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -651,19 +652,118 @@ def slice_rows_for(settings: dict | None, processors: int | None = None) -> int:
     return SPARE_PROCESSOR_SLICE_ROWS if slots is not None and processors >= 2 * slots else SLICE_ROWS
 
 
+class Route(Enum):
+    """How a task's Python worker evaluates its partition (docs/ARCHITECTURE.md, "The
+    worker's routes", lists what each assumes of its input)."""
+
+    STREAMED = "streamed"
+    """Batches pushed through :class:`cogra.runtime.stream.StreamEvaluation`: memory is the
+    open windows' states."""
+    CHUNKED = "chunked"
+    """Complete key groups, several per engine call (:class:`_ChunkedEvaluator`)."""
+    SLICED = "sliced"
+    """As chunked, and a group that grows past the slice size is evaluated a time slice
+    at a time (:mod:`cogra.spark.slices`)."""
+
+
+ROUTE_SETTING = "spark.cogra.worker.route"
+SLICE_ROWS_SETTING = "spark.cogra.worker.sliceRows"
+CHUNK_ROWS_SETTING = "spark.cogra.worker.chunkRows"
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """The session's ``spark.cogra.worker.*`` settings, as the shim hands them over.
+
+    ``route``: ``auto`` (stream where the query allows it and streaming pays: tumbling
+    windows, no float SUM/AVG; else chunks, slicing a large group under integral windows),
+    ``streamed`` (stream wherever the query allows it), ``chunked`` (whole groups, never
+    sliced) or ``sliced`` (chunks, a group sliced from ``slice_rows`` rows on).
+    ``slice_rows`` / ``chunk_rows``: rows at which an open group is sliced / complete
+    groups are evaluated (None: the defaults, :data:`SLICE_ROWS`, :data:`CHUNK_ROWS`).
+    """
+
+    route: str = "auto"
+    slice_rows: int | None = None
+    chunk_rows: int = CHUNK_ROWS
+
+    ROUTES = ("auto", "streamed", "chunked", "sliced")
+
+    @classmethod
+    def of(cls, settings: dict[str, str] | None) -> "WorkerSettings":
+        settings = settings or {}
+        route = settings.get(ROUTE_SETTING, "auto").strip().lower()
+        if route not in cls.ROUTES:
+            raise ValueError(f"{ROUTE_SETTING} must be one of {', '.join(cls.ROUTES)}, not {route!r}")
+
+        def rows(name: str) -> int | None:
+            text = settings.get(name)
+            if text is None:
+                return None
+            try:
+                value = int(text)
+            except ValueError:
+                value = 0
+            if value < 1:
+                raise ValueError(f"{name} must be a positive number of rows, not {text!r}")
+            return value
+
+        return cls(route, rows(SLICE_ROWS_SETTING), rows(CHUNK_ROWS_SETTING) or CHUNK_ROWS)
+
+
+def partition_route(result: CograAnalyzeResult, query: str | Query, schema: pa.Schema,
+                    settings: WorkerSettings, sorted_by: Sequence[str] = (),
+                    on_overflow: str = "error") -> tuple[Route, Any]:
+    """(the route for a partition whose batches have ``schema``, its StreamEvaluation when
+    streamed).  ``query``: what the engine evaluates (:func:`with_partition_keys`);
+    ``sorted_by``: the columns the shim sorted the partition by, before time."""
+    from cogra.runtime.stream import StreamEvaluation, StreamingUnsupported
+
+    if settings.route in ("auto", "streamed") and streaming_enabled():
+        p = cogra.plan(query, schema, type_column=result.type_column, time_column=result.time_column)
+        if settings.route == "streamed" or _streaming_pays(p, schema):
+            try:
+                keys = tuple(_resolve(c, p.bound.plain_keys) for c in sorted_by)
+                return Route.STREAMED, StreamEvaluation(p, schema, on_overflow=on_overflow, sorted_by=keys)
+            except StreamingUnsupported:
+                pass
+    if settings.route != "chunked" and WindowSlices.of(
+            result.query, schema, _resolve(result.time_column, schema.names)) is not None:
+        return Route.SLICED, None
+    return Route.CHUNKED, None
+
+
+def _streaming_pays(p: Any, schema: pa.Schema) -> bool:
+    """Whether streaming is the better route where the query allows it: its windows tumble
+    (the chunked route shares the panes of sliding windows, many times faster), and no
+    input value can stop the stream half-way (float SUM/AVG may meet values a streamed sum
+    cannot hold exactly -- inf/NaN, spans beyond 2**93 -- which the chunked route
+    evaluates exactly)."""
+    if any(item.value.attribute and item.value.func.value in ("SUM", "AVG")
+           and pa.types.is_floating(schema.field(item.value.attribute).type)
+           for item in p.bound.query.returns if hasattr(item.value, "func")):
+        return False
+    window = p.bound.query.window
+    return window is None or window.step == window.size
+
+
 def make_map_function(analyze_result: bytes, options: str):
     """The per-partition function of the shim's MapInArrow (built by the JVM, see
     ``MatchTrend.scala``): ``analyze_result`` is the pickled :class:`CograAnalyzeResult`,
     ``options`` a JSON object with ``user_keys`` (columns the shim added for a PARTITION BY
-    written in the query), ``on_overflow`` and ``executor`` (see :func:`task_slots`)."""
+    written in the query), ``on_overflow``, ``executor`` (see :func:`task_slots`) and
+    ``settings`` (the session's ``spark.cogra.*``, see :class:`WorkerSettings`)."""
     result = pickle.loads(analyze_result)
     if not isinstance(result, CograAnalyzeResult):
         raise TypeError(f"{FUNCTION_NAME}: unexpected analyze result {type(result).__name__}")
     opts = json.loads(options)
     user_keys = list(opts.get("user_keys", ()))
     on_overflow = opts.get("on_overflow", "error")
-    slice_rows = slice_rows_for(opts.get("executor"))
-    pace = slice_pace(result.query, slice_rows, SLICE_ROWS) if slice_rows < SLICE_ROWS else None
+    settings = WorkerSettings.of(opts.get("settings"))
+    slice_rows = settings.slice_rows or slice_rows_for(opts.get("executor"))
+    pace = (slice_pace(result.query, slice_rows, SLICE_ROWS)
+            if slice_rows < SLICE_ROWS and settings.slice_rows is None else None)
+    keys = [*user_keys, *result.key_columns]
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         try:
@@ -676,16 +776,21 @@ def make_map_function(analyze_result: bytes, options: str):
         start_task()
         evaluator = _Evaluator(result, on_overflow, partition_keys=user_keys, pace=pace)
         it = iter(batches)
-        if streaming_enabled():
-            stream, first = _streaming_evaluation(evaluator, it, sorted_by=[*user_keys, *result.key_columns])
-            if stream is not None:
-                yield from _run_stream(evaluator, stream, first, it)
-                return
-            it = itertools.chain([first] if first is not None else [], it)
-        it, slices = _window_slices(result, it)
-        chunks = _ChunkedEvaluator(evaluator, [*user_keys, *result.key_columns], slices=slices,
+        first = next((b for b in map(evaluator.prepare, it) if b.num_rows), None)
+        if first is None:
+            return
+        first = evaluator.trim(first)
+        route, stream = partition_route(result, evaluator.query, first.schema, settings,
+                                        sorted_by=keys, on_overflow=on_overflow)
+        if route is Route.STREAMED:
+            yield from _run_stream(evaluator, stream, first, it, settings.chunk_rows)
+            return
+        slices = None
+        if route is Route.SLICED:
+            slices = WindowSlices.of(result.query, first.schema, _resolve(result.time_column, first.schema.names))
+        chunks = _ChunkedEvaluator(evaluator, keys, chunk_rows=settings.chunk_rows, slices=slices,
                                    slice_rows=slice_rows)
-        for batch in it:
+        for batch in itertools.chain([first], it):
             yield from chunks.feed(batch)
         yield from chunks.finish()
 
@@ -702,16 +807,6 @@ def report_without_traceback() -> None:
     (``pyspark.worker.main``), so no other task's error loses its traceback.
     """
     os.environ["SPARK_HIDE_TRACEBACK"] = "1"
-
-
-def _window_slices(result: CograAnalyzeResult, batches: Iterator[pa.RecordBatch]
-                   ) -> tuple[Iterator[pa.RecordBatch], WindowSlices | None]:
-    """(the same batches, how to slice the partition's key groups by time, or None)."""
-    first = next(batches, None)
-    if first is None:
-        return iter(()), None
-    slices = WindowSlices.of(result.query, first.schema, _resolve(result.time_column, first.schema.names))
-    return itertools.chain([first], batches), slices
 
 
 def start_task() -> None:
@@ -753,54 +848,9 @@ def streaming_enabled() -> bool:
     return os.environ.get(STREAMING_ENV, "1") != "0"
 
 
-def _streaming_evaluation(evaluator: _Evaluator, batches: Iterator[pa.RecordBatch],
-                          sorted_by: Sequence[str]):
-    """``(StreamEvaluation or None, the first non-empty batch, prepared)``.
-
-    ``sorted_by``: the input columns the shim sorted the partition by, before time (the
-    user's PARTITION BY columns, the query's plain GROUP-BY keys).
-
-    The partition streams through :mod:`cogra.runtime.stream` -- memory bounded by the
-    open windows' states, not by a key group -- when the query allows it, its windows
-    tumble (sliding windows share panes only in the chunked route), and no input value
-    can stop the stream half-way: float SUM/AVG may meet values a streamed sum cannot hold
-    exactly (inf/NaN, spans beyond 2**93), which the chunked route evaluates exactly.
-    """
-    from cogra.runtime.stream import StreamEvaluation, StreamingUnsupported
-
-    first = None
-    for batch in batches:
-        batch = evaluator.trim(evaluator.prepare(batch))
-        if batch.num_rows:
-            first = batch
-            break
-    if first is None:
-        return None, None
-    r = evaluator.result
-    try:
-        p = cogra.plan(evaluator.query, first.schema, type_column=r.type_column, time_column=r.time_column)
-        if any(item.value.attribute and item.value.func.value in ("SUM", "AVG")
-               and pa.types.is_floating(first.schema.field(item.value.attribute).type)
-               for item in p.bound.query.returns if hasattr(item.value, "func")):
-            return None, first
-        window = p.bound.query.window
-        if window is not None and window.step != window.size:
-            # A stream evaluates each batch's windows one by one; the chunked route shares
-            # the panes of sliding windows, which is many times faster here.
-            return None, first
-        # Sorted by some plain keys (the GROUP-BY ones), then time: an equivalence key
-        # outside GROUP-BY ([company] under GROUP-BY sector) interleaves within them.
-        plain = p.bound.plain_keys
-        keys = tuple(_resolve(c, plain) for c in sorted_by)
-        return StreamEvaluation(p, first.schema, on_overflow=evaluator.on_overflow,
-                                sorted_by=keys), first
-    except StreamingUnsupported:
-        return None, first
-
-
 def _run_stream(evaluator: _Evaluator, stream: Any, first: pa.RecordBatch,
-                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Push the partition in chunks of about CHUNK_ROWS rows (Spark's Arrow batches are
+                batches: Iterator[pa.RecordBatch], chunk_rows: int = CHUNK_ROWS) -> Iterator[pa.RecordBatch]:
+    """Push the partition in chunks of about ``chunk_rows`` rows (Spark's Arrow batches are
     small; each push runs the engine once): memory is one chunk plus the open windows."""
     pending, rows = [first], first.num_rows
     for batch in batches:
@@ -809,7 +859,7 @@ def _run_stream(evaluator: _Evaluator, stream: Any, first: pa.RecordBatch,
             continue
         pending.append(batch)
         rows += batch.num_rows
-        if rows >= CHUNK_ROWS:
+        if rows >= chunk_rows:
             stream.push(pa.Table.from_batches(pending))
             pending, rows = [], 0
     if pending:

@@ -37,6 +37,7 @@ private[cogra] object MatchTrend {
   val MapFactory = "make_map_function"
   val FilterAlias = "__cogra_filter__"
   val KeyPrefix = "__cogra_pk_"
+  val SettingsPrefix = "spark.cogra."
 
   private def tableArgument(e: Expression): Option[FunctionTableSubqueryArgumentExpression] =
     e match {
@@ -76,6 +77,33 @@ private[cogra] object MatchTrend {
       conf.flatMap(_.getOption(key)).map(PythonCommands.jsonString).getOrElse("null")
     s"""{"master": ${setting("spark.master")}, "executor_cores": ${setting("spark.executor.cores")}, """ +
       s""""task_cpus": ${setting("spark.task.cpus")}}"""
+  }
+
+  /**
+   * The session's `spark.cogra.*` settings (e.g. `spark.cogra.worker.route`), as a JSON
+   * object of strings, read when the call is planned: the Python side
+   * (`cogra.spark.udtf.WorkerSettings`) checks and applies them.
+   */
+  def cograSettings: String = {
+    val settings = SQLConf.get.getAllConfs.toSeq.filter(_._1.startsWith(SettingsPrefix)).sortBy(_._1)
+    settings.foreach { case (k, v) => checkSetting(k, v) }
+    settings
+      .map { case (k, v) => s"${PythonCommands.jsonString(k)}: ${PythonCommands.jsonString(v)}" }
+      .mkString("{", ", ", "}")
+  }
+
+  /** A bad value of a known setting fails the call at analysis, not in every task. */
+  private def checkSetting(key: String, value: String): Unit = key match {
+    case "spark.cogra.worker.route" =>
+      val routes = Seq("auto", "streamed", "chunked", "sliced")
+      if (!routes.contains(value.trim.toLowerCase(java.util.Locale.ROOT))) {
+        fail(s"$key must be one of ${routes.mkString(", ")}, not '$value'")
+      }
+    case "spark.cogra.worker.sliceRows" | "spark.cogra.worker.chunkRows" =>
+      if (value.trim.toIntOption.forall(_ < 1)) {
+        fail(s"$key must be a positive number of rows, not '$value'")
+      }
+    case _ =>
   }
 
   private def nameOf(s: PythonUDTFSelectedExpression): String = (s.alias, s.expression) match {
@@ -127,7 +155,8 @@ private[cogra] object MatchTrend {
     val options = "{" +
       s""""user_keys": [${userKeyNames.map(PythonCommands.jsonString).mkString(", ")}], """ +
       s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
-      s""""executor": ${executorSettings}""" +
+      s""""executor": ${executorSettings}, """ +
+      s""""settings": ${cograSettings}""" +
       "}"
     val command = PythonCommands.udfCall(PythonModule, MapFactory, Seq(
       PythonCommands.Bytes(analyzed.pickledAnalyzeResult),

@@ -120,11 +120,17 @@ private[cogra] object PythonCommands {
     version
   }
 
-  /** A Python function for Spark's workers, with no broadcasts, includes or accumulator. */
+  /**
+   * A Python function for Spark's workers, with no broadcasts, includes or accumulator.
+   * Its workers get the `spark.executorEnv.*` settings, as PySpark's own functions do
+   * (`SparkContext.environment`): in local mode that is the only way they reach a worker.
+   */
   def function(command: Array[Byte], exec: String): PythonFunction = {
+    val env = new java.util.HashMap[String, String]()
+    Option(SparkEnv.get).foreach(_.conf.getExecutorEnv.foreach { case (k, v) => env.put(k, v) })
     new SimplePythonFunction(
       command,
-      new java.util.HashMap[String, String](),
+      env,
       new java.util.ArrayList[String](),
       exec,
       pythonVersion(exec),
