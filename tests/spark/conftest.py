@@ -23,6 +23,11 @@ def spark():
             "spark.sql.ansi.enabled": "true",
             "spark.python.worker.reuse": "true",
             "spark.driver.memory": os.environ.get("COGRA_TEST_DRIVER_MEMORY", "1g"),
+            # Workers keep to the generic kernels: random query shapes over tens of
+            # thousands of rows would otherwise compile a per-shape kernel each (seconds
+            # of CPU apiece); the generated kernels equal the generic ones in tests/engine.
+            "spark.executorEnv.COGRA_GENERATED_KERNELS": "0",
+            "spark.executorEnv.COGRA_BACKGROUND_COMPILE": "0",
         },
     )
     spark.sparkContext.setLogLevel("ERROR")

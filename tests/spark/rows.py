@@ -24,8 +24,16 @@ def _cell(v: Any) -> Any:
 
 
 def sort_key(row: tuple) -> tuple:
-    """Orders rows by their non-float cells, NULL first."""
-    return tuple((0, "") if v is None else (1, v) for v in row if not isinstance(v, float))
+    """Orders rows by their non-float cells (NULL first), then by their float cells to six
+    significant digits (rows that differ only in floats: e.g. the windows of two PARTITION
+    BY partitions, whose key is no output column).  Cells keep their positions."""
+    def exact(v: Any) -> tuple:
+        return (0, "") if v is None else (1, "") if isinstance(v, float) else (2, v)
+
+    def rounded(v: Any) -> float:
+        return -math.inf if not isinstance(v, float) or math.isnan(v) else float(f"{v:.6g}")
+
+    return tuple(exact(v) for v in row) + tuple(rounded(v) for v in row)
 
 
 def same_rows(got: Iterable[tuple], want: Iterable[tuple]) -> bool:
@@ -58,3 +66,20 @@ def evaluate_rows(query: str, table: pa.Table) -> tuple[list[str], list[tuple]]:
 def sql_literal(text: str) -> str:
     """A Spark SQL string literal for ``text``."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def group_by_g(text: str) -> str:
+    """The query with ``g`` as its first GROUP-BY attribute (and first RETURN item)."""
+    lines = text.split("\n")
+    group = [i for i, line in enumerate(lines) if line.startswith("GROUP-BY ")]
+    if group:
+        items = [x.strip() for x in lines[group[0]][len("GROUP-BY "):].split(",")]
+        if "g" in items:
+            return text
+        lines[group[0]] = "GROUP-BY g, " + ", ".join(items)
+    else:
+        at = next((i for i, line in enumerate(lines) if line.startswith("WITHIN ")), len(lines))
+        lines.insert(at, "GROUP-BY g")
+    assert lines[0].startswith("RETURN ")
+    lines[0] = "RETURN g, " + lines[0][len("RETURN "):]
+    return "\n".join(lines)

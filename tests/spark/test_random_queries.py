@@ -29,7 +29,7 @@ pytest.importorskip("pyspark")
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.spark.rows import evaluate_rows, same_rows, sort_key, sql_literal  # noqa: E402
+from tests.spark.rows import evaluate_rows, group_by_g, same_rows, sort_key, sql_literal  # noqa: E402
 from tests.strategies import cases, streams  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -49,23 +49,6 @@ class Case:
     query: str
     table: pa.Table
     spread: bool  # rewritten to GROUP-BY g over several streams
-
-
-def group_by_g(text: str) -> str:
-    """The query with ``g`` as its first GROUP-BY attribute (and first RETURN item)."""
-    lines = text.split("\n")
-    group = [i for i, line in enumerate(lines) if line.startswith("GROUP-BY ")]
-    if group:
-        items = [x.strip() for x in lines[group[0]][len("GROUP-BY "):].split(",")]
-        if "g" in items:
-            return text
-        lines[group[0]] = "GROUP-BY g, " + ", ".join(items)
-    else:
-        at = next((i for i, line in enumerate(lines) if line.startswith("WITHIN ")), len(lines))
-        lines.insert(at, "GROUP-BY g")
-    assert lines[0].startswith("RETURN ")
-    lines[0] = "RETURN g, " + lines[0][len("RETURN "):]
-    return "\n".join(lines)
 
 
 @st.composite

@@ -203,9 +203,21 @@ def _index_is_current(index: Path, source: Path) -> bool:
         return False
 
 
+GENERATED_ENV = "COGRA_GENERATED_KERNELS"
+"""Set to ``0`` to run the generic compiled kernels only: no per-shape kernel is compiled
+(in the foreground or the background) or loaded.  Results are the same; queries whose
+inputs repay a per-shape kernel run slower, and none waits for a compile."""
+
+
+def generated_kernels_enabled() -> bool:
+    return os.environ.get(GENERATED_ENV, "1") != "0"
+
+
 def use_generated(shape: Shape, function: str, n_events: int, min_events: int) -> bool:
     """Whether to run the shape's generated ``function``: the input is large enough to
     repay compiling it (``min_events``), or it is compiled already."""
+    if not generated_kernels_enabled():
+        return False
     return n_events >= min_events or is_compiled(shape, function)
 
 
@@ -251,7 +263,7 @@ def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
     in the foreground.  A lock file beside the source (holding the request) keeps other
     processes from starting the same compile; a lock older than 15 minutes is stale.
     Returns whether a process was started."""
-    if not REUSE_COMPILED or os.environ.get(BACKGROUND_ENV, "1") == "0":
+    if not REUSE_COMPILED or os.environ.get(BACKGROUND_ENV, "1") == "0" or not generated_kernels_enabled():
         return False
     import pickle
     import subprocess
