@@ -207,13 +207,102 @@ def test_overflow_follows_ansi_mode(spark):
     spark.createDataFrame(table).createOrReplaceTempView("many")
     sql = "SELECT * FROM MATCH_TREND(TABLE(many), 'RETURN sector, COUNT(*) PATTERN Stock A+ " \
         "GROUP-BY sector')"
-    with pytest.raises(Exception, match="does not fit"):
+    with pytest.raises(Exception, match="does not fit") as caught:
         spark.sql(sql).collect()
+    # The Python part of Spark's message is cogra's, without a traceback before it.
+    python_part = str(caught.value).split("Python worker", 1)[-1].lstrip(":. \n")
+    assert python_part.startswith("cogra.errors.AggregateOverflowError: MATCH_TREND overflow: COUNT(*) "
+                                  "does not fit int64 of group sector = 'x'"), python_part[:300]
+    assert "Traceback" not in str(caught.value)
     spark.conf.set("spark.sql.ansi.enabled", "false")
     try:
         assert [tuple(r) for r in spark.sql(sql).collect()] == [("x", None)]
     finally:
         spark.conf.set("spark.sql.ansi.enabled", "true")
+
+
+@pytest.mark.spark
+def test_user_partition_by_evaluates_each_partition_on_its_own(spark):
+    """Partitions that hash to one Spark partition stay apart: 3 companies x 2 events give
+    3 trends of SEQ(A, B), whatever spark.sql.shuffle.partitions is."""
+    table = pa.table({"type": ["Stock"] * 6, "time": [1, 2, 3, 4, 5, 6],
+                      "company": ["a", "b", "c", "a", "b", "c"], "price": [1.0] * 6})
+    spark.createDataFrame(table).createOrReplaceTempView("three_companies")
+    query = "RETURN COUNT(*) PATTERN SEQ(Stock A, Stock B) SEMANTICS next"
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    try:
+        for n in ("1", "2", "3", "8"):
+            spark.conf.set("spark.sql.shuffle.partitions", n)
+            df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(three_companies) PARTITION BY (company), "
+                           f"{sql_literal(query)})")
+            assert sorted(r[0] for r in df.collect()) == [1, 1, 1], n
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
+
+
+@pytest.mark.spark
+def test_equivalence_key_outside_group_by_streams(spark, stock):
+    """[company] under GROUP-BY sector: partitions sorted by sector interleave companies."""
+    query = ("RETURN sector, COUNT(*) PATTERN SEQ(Stock A, Stock B+) SEMANTICS next "
+             "WHERE [company] GROUP-BY sector WITHIN 10 minutes")
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(query)})")
+    assert actual(df) == expected(query, stock)
+
+
+@pytest.mark.spark
+def test_a_variable_named_like_a_sql_keyword(spark):
+    table = pa.table({"type": ["Call", "B", "Call", "B"], "time": [1, 2, 3, 4], "v": [2, 3, 4, 5]})
+    spark.createDataFrame(table).createOrReplaceTempView("calls")
+    query = "RETURN COUNT(*) PATTERN SEQ(Call+, B) WHERE Call.v > 1 AND Call.v < NEXT(Call).v"
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(calls), {sql_literal(query)})")
+    assert [r[0] for r in df.collect()] == [4]
+
+
+def recent_diagnostics(spark, wanted: str, seconds: float = 20.0) -> str:
+    """The driver's recent MATCH_TREND warnings, once one holds ``wanted`` (the listener
+    runs on Spark's listener bus, after the action returns)."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while True:
+        text = spark._jvm.org.apache.spark.sql.cogra.Diagnostics.recent()
+        if wanted in text or time.monotonic() > deadline:
+            return text
+        time.sleep(0.1)
+
+
+@pytest.mark.spark
+def test_the_driver_logs_skipped_rows_and_types_no_row_has(spark):
+    table = pa.table({"type": ["Stock", None, "Stock", "Stock", "Stock"],
+                      "time": [1, 2, None, 4, 5], "company": ["a", "a", "a", "b", "b"]})
+    spark.createDataFrame(table).createOrReplaceTempView("diagnosed")
+    query = "RETURN company, COUNT(*) PATTERN SEQ(Stok A, Stock B) GROUP-BY company"
+    assert spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(diagnosed), {sql_literal(query)})").collect() == []
+    text = recent_diagnostics(spark, "'Stok'")
+    assert "no row of the input has the pattern's type 'Stok' (rows of 'Stock' were read, 5 rows in all)" in text
+    assert "1 row(s) with a NULL time and 1 with a NULL type are not events and were skipped" in text
+
+
+@pytest.mark.spark
+def test_a_named_type_column_must_exist(spark, stock):
+    from pyspark.errors import AnalysisException
+
+    query = "RETURN COUNT(*) PATTERN Stock A WITHIN 1 minute"
+    with pytest.raises(AnalysisException, match="no type column 'kindd' in the input"):
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(query)}, type_column => 'kindd')")
+
+
+@pytest.mark.spark
+def test_bad_worker_settings_fail_at_analysis(spark, stock):
+    from pyspark.errors import AnalysisException
+
+    for key, value in ((udtf_module.ROUTE_SETTING, "fastest"), (udtf_module.SLICE_ROWS_SETTING, "0")):
+        spark.conf.set(key, value)
+        try:
+            with pytest.raises(AnalysisException, match=key.replace(".", r"\.")):
+                spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(SIMPLE_QUERY)})")
+        finally:
+            spark.conf.unset(key)
 
 
 # ---------------------------------------------------------------------------

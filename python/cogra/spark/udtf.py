@@ -32,6 +32,7 @@ import os
 import pickle
 import re
 import time
+import warnings
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -50,7 +51,7 @@ from pyspark.sql.udtf import (
 )
 
 import cogra
-from cogra.errors import CograError, DataError
+from cogra.errors import CograDataWarning, CograError, DataError
 from cogra.language.ast import AttrRef, Query, Span
 from cogra.spark.slices import WindowSlices
 from cogra.spark.worker_heap import retain_freed_memory
@@ -342,6 +343,65 @@ def with_partition_keys(query: str, keys: Sequence[str]) -> str | Query:
     return dataclasses.replace(q, group_by=q.group_by + tuple(AttrRef(None, k, at) for k in keys))
 
 
+@dataclass
+class TaskReport:
+    """What a task's input held that the user should hear of, sent to the driver when the
+    task ends: the shim's accumulator collects one report per task and the driver logs
+    what they add up to after the query (``Diagnostics.scala``): rows skipped for a NULL
+    time or type, and pattern types no row had (a misspelled type matches nothing, and
+    its query returns no rows).
+
+    Rows are counted as they arrive, once each (slices evaluate some rows twice).  The
+    types are looked at only until every pattern type has been seen.
+    """
+
+    pattern_types: tuple[str, ...]
+    type_column: str | None
+    time_column: str
+    rows: int = 0
+    null_time: int = 0
+    null_type: int = 0
+    seen: set[str] = dataclasses.field(default_factory=set)
+
+    @classmethod
+    def of(cls, result: CograAnalyzeResult) -> "TaskReport":
+        return cls(cogra.parse(result.query).event_types, result.type_column or "type", result.time_column)
+
+    def read(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Count one arriving batch (the pushed filter applied); returns it."""
+        n = batch.num_rows
+        if not n:
+            return batch
+        self.rows += n
+        names = batch.schema.names
+        time = batch.column(names.index(self.time_column)) if self.time_column in names else None
+        valid = None
+        if time is not None and (time.null_count or pa.types.is_floating(time.type)):
+            valid = pc.is_valid(time)
+            if pa.types.is_floating(time.type):
+                valid = pc.and_(valid, pc.fill_null(pc.is_finite(time), False))
+            self.null_time += n - pc.sum(valid).as_py()
+        kind = batch.column(names.index(self.type_column)) if self.type_column in names else None
+        if kind is not None and kind.null_count:
+            missing = pc.is_null(kind)
+            self.null_type += pc.sum(missing if valid is None else pc.and_(missing, valid)).as_py()
+        if kind is not None and len(self.seen) < len(self.pattern_types):
+            self.seen.update(t for t in pc.unique(kind).to_pylist() if t in self.pattern_types)
+        return batch
+
+    def send(self, accumulator_id: int | None) -> None:
+        """Hand the report to PySpark's worker, which sends a task's accumulator updates to
+        the JVM when the task ends (``pyspark.worker_util.send_accumulator_updates``)."""
+        if accumulator_id is None:
+            return
+        from pyspark.accumulators import _deserialize_accumulator
+
+        report = {"rows": self.rows, "null_time": self.null_time, "null_type": self.null_type,
+                  "pattern_types": list(self.pattern_types),
+                  "seen_types": sorted(self.seen) if self.type_column else list(self.pattern_types)}
+        _deserialize_accumulator(int(accumulator_id), json.dumps(report), None)
+
+
 class _Evaluator:
     """Evaluates batches of one or more complete key groups with :func:`cogra.evaluate`;
     each call's rows and time go to ``pace`` (when given).
@@ -350,8 +410,12 @@ class _Evaluator:
     (:func:`with_partition_keys`)."""
 
     def __init__(self, result: CograAnalyzeResult, on_overflow: str,
-                 partition_keys: Sequence[str] = (), pace: SlicePace | None = None):
+                 partition_keys: Sequence[str] = (), pace: SlicePace | None = None,
+                 reported: bool = False):
+        """``reported``: skipped rows go into a :class:`TaskReport` rather than a warning
+        on the worker's stderr, which no user reads."""
         self.result = result
+        self.reported = reported
         self.query = with_partition_keys(result.query, partition_keys)
         self.on_overflow = on_overflow
         self.drop = {FILTER_ALIAS}
@@ -382,13 +446,16 @@ class _Evaluator:
         if extra:
             table = table.drop_columns(extra)
         started = time.perf_counter()
-        out = cogra.evaluate(
-            self.query,
-            table,
-            type_column=self.result.type_column,
-            time_column=self.result.time_column,
-            on_overflow=self.on_overflow,
-        )
+        with warnings.catch_warnings():
+            if self.reported:
+                warnings.simplefilter("ignore", CograDataWarning)
+            out = cogra.evaluate(
+                self.query,
+                table,
+                type_column=self.result.type_column,
+                time_column=self.result.time_column,
+                on_overflow=self.on_overflow,
+            )
         if self.pace is not None:
             self.pace.record(table.num_rows, time.perf_counter() - started)
         if select is not None:
@@ -751,8 +818,9 @@ def make_map_function(analyze_result: bytes, options: str):
     """The per-partition function of the shim's MapInArrow (built by the JVM, see
     ``MatchTrend.scala``): ``analyze_result`` is the pickled :class:`CograAnalyzeResult`,
     ``options`` a JSON object with ``user_keys`` (columns the shim added for a PARTITION BY
-    written in the query), ``on_overflow``, ``executor`` (see :func:`task_slots`) and
-    ``settings`` (the session's ``spark.cogra.*``, see :class:`WorkerSettings`)."""
+    written in the query), ``on_overflow``, ``executor`` (see :func:`task_slots`),
+    ``settings`` (the session's ``spark.cogra.*``, see :class:`WorkerSettings`) and
+    ``diagnostics`` (the id of the accumulator that collects :class:`TaskReport`\ s)."""
     result = pickle.loads(analyze_result)
     if not isinstance(result, CograAnalyzeResult):
         raise TypeError(f"{FUNCTION_NAME}: unexpected analyze result {type(result).__name__}")
@@ -760,6 +828,7 @@ def make_map_function(analyze_result: bytes, options: str):
     user_keys = list(opts.get("user_keys", ()))
     on_overflow = opts.get("on_overflow", "error")
     settings = WorkerSettings.of(opts.get("settings"))
+    report_id = opts.get("diagnostics")
     slice_rows = settings.slice_rows or slice_rows_for(opts.get("executor"))
     pace = (slice_pace(result.query, slice_rows, SLICE_ROWS)
             if slice_rows < SLICE_ROWS and settings.slice_rows is None else None)
@@ -774,9 +843,15 @@ def make_map_function(analyze_result: bytes, options: str):
 
     def evaluate_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         start_task()
-        evaluator = _Evaluator(result, on_overflow, partition_keys=user_keys, pace=pace)
-        it = iter(batches)
-        first = next((b for b in map(evaluator.prepare, it) if b.num_rows), None)
+        evaluator = _Evaluator(result, on_overflow, partition_keys=user_keys, pace=pace,
+                               reported=report_id is not None)
+        report = TaskReport.of(result)
+        it = map(report.read, map(evaluator.prepare, iter(batches)))
+        yield from evaluate_rows(evaluator, it)
+        report.send(report_id)
+
+    def evaluate_rows(evaluator: _Evaluator, it: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        first = next((b for b in it if b.num_rows), None)
         if first is None:
             return
         first = evaluator.trim(first)

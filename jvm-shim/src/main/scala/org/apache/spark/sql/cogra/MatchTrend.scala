@@ -152,7 +152,9 @@ private[cogra] object MatchTrend {
       hint = None)
 
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
+    val diagnostics = Diagnostics.accumulator()
     val options = "{" +
+      s""""diagnostics": ${diagnostics.map(_.id.toString).getOrElse("null")}, """ +
       s""""user_keys": [${userKeyNames.map(PythonCommands.jsonString).mkString(", ")}], """ +
       s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
       s""""executor": ${executorSettings}, """ +
@@ -164,7 +166,7 @@ private[cogra] object MatchTrend {
     val inputNames = columns.map(nameOf) ++ userKeyNames
     val udf = PythonUDF(
       name = DisplayName,
-      func = PythonCommands.function(command, exec),
+      func = PythonCommands.function(command, exec, diagnostics.orNull),
       dataType = analyzed.schema,
       children = inputNames.map(UnresolvedAttribute.quoted),
       evalType = PythonEvalType.SQL_MAP_ARROW_ITER_UDF,

@@ -10,6 +10,7 @@ import org.apache.spark.SparkEnv
 import org.apache.spark.api.python.{PythonBroadcast, PythonFunction, SimplePythonFunction}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.errors.QueryCompilationErrors
+import org.apache.spark.util.CollectionAccumulator
 
 /**
  * The Python side of the shim: which interpreter runs the handler, and the pickled commands
@@ -121,11 +122,15 @@ private[cogra] object PythonCommands {
   }
 
   /**
-   * A Python function for Spark's workers, with no broadcasts, includes or accumulator.
+   * A Python function for Spark's workers, with no broadcasts or includes; `accumulator`
+   * collects what its tasks report (`Diagnostics`).
    * Its workers get the `spark.executorEnv.*` settings, as PySpark's own functions do
    * (`SparkContext.environment`): in local mode that is the only way they reach a worker.
    */
-  def function(command: Array[Byte], exec: String): PythonFunction = {
+  def function(
+      command: Array[Byte],
+      exec: String,
+      accumulator: CollectionAccumulator[Array[Byte]] = null): PythonFunction = {
     val env = new java.util.HashMap[String, String]()
     Option(SparkEnv.get).foreach(_.conf.getExecutorEnv.foreach { case (k, v) => env.put(k, v) })
     new SimplePythonFunction(
@@ -135,6 +140,6 @@ private[cogra] object PythonCommands {
       exec,
       pythonVersion(exec),
       new java.util.ArrayList[Broadcast[PythonBroadcast]](),
-      null)
+      accumulator)
   }
 }

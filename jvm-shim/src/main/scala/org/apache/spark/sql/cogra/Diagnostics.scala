@@ -1,0 +1,116 @@
+package org.apache.spark.sql.cogra
+
+import java.util.{Collections, WeakHashMap}
+
+import scala.jdk.CollectionConverters._
+
+import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
+import net.razorvine.pickle.Unpickler
+
+import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.expressions.PythonUDF
+import org.apache.spark.sql.execution.{QueryExecution, SparkPlan}
+import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanHelper
+import org.apache.spark.sql.execution.python.MapInArrowExec
+import org.apache.spark.sql.util.QueryExecutionListener
+import org.apache.spark.util.CollectionAccumulator
+
+/**
+ * What MATCH_TREND's tasks saw that the user should hear of, said where a Spark user looks:
+ * the driver's log, as a warning, when the query ends.
+ *
+ * Each call's Python function carries an accumulator; each task adds its report (a pickled
+ * `(id, json)` pair, `cogra.spark.udtf.TaskReport`): rows read, rows skipped for a NULL time
+ * or type, the pattern types it saw. A listener on the session adds up the reports of every
+ * MATCH_TREND in the finished query's plan, logs what matters, and resets the accumulators
+ * (an action run again on the same DataFrame reports anew).
+ *
+ * Why not a warning on the worker: it goes to an executor's stderr, which a SQL, JDBC or
+ * notebook user never sees.
+ */
+object Diagnostics extends AdaptiveSparkPlanHelper with Logging {
+  val AccumulatorName = "MATCH_TREND diagnostics"
+
+  private val listening =
+    Collections.synchronizedMap(new WeakHashMap[SparkSession, java.lang.Boolean]())
+  private val mapper = new ObjectMapper()
+
+  /** A new accumulator for one call's reports; the session's listener is added once. */
+  def accumulator(): Option[CollectionAccumulator[Array[Byte]]] = {
+    SparkSession.getActiveSession.map { session =>
+      if (listening.putIfAbsent(session, java.lang.Boolean.TRUE) == null) {
+        session.listenerManager.register(Listener)
+      }
+      val acc = new CollectionAccumulator[Array[Byte]]
+      session.sparkContext.register(acc, AccumulatorName)
+      acc
+    }
+  }
+
+  /** The last warnings logged, newest last (at most `Kept`): `recent` shows them. */
+  private val logged = new java.util.ArrayDeque[String]()
+  private val Kept = 100
+
+  object Listener extends QueryExecutionListener {
+    override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit =
+      messages(qe.executedPlan).foreach { m =>
+        logWarning(m)
+        logged.synchronized {
+          logged.addLast(m)
+          while (logged.size > Kept) logged.removeFirst()
+        }
+      }
+
+    override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
+      messages(qe.executedPlan)  // reset: a failed run's reports are not the next run's
+  }
+
+  /** The warnings of every MATCH_TREND call in `plan` (its accumulators are reset). */
+  def messages(plan: SparkPlan): Seq[String] = {
+    val accumulators = collect(plan) { case m: MapInArrowExec => m.func }.collect {
+      case u: PythonUDF if u.name == MatchTrend.DisplayName && u.func.accumulator != null =>
+        u.func.accumulator
+    }.distinct
+    accumulators.flatMap { acc =>
+      val reports = acc.value.asScala.toSeq.map(decode)
+      acc.reset()
+      summary(reports)
+    }
+  }
+
+  /** The warnings logged last, one per line, newest last (what a test reads through py4j:
+   * the listener runs on Spark's listener bus, after the action returns). */
+  def recent(): String = logged.synchronized(logged.asScala.mkString("\n"))
+
+  private def decode(update: Array[Byte]): JsonNode = {
+    val pair = new Unpickler().loads(update).asInstanceOf[Array[AnyRef]]
+    mapper.readTree(pair(1).asInstanceOf[String])
+  }
+
+  private def summary(reports: Seq[JsonNode]): Seq[String] = {
+    if (reports.isEmpty) return Nil
+    def total(field: String): Long = reports.map(_.path(field).asLong(0L)).sum
+    def strings(r: JsonNode, field: String): Seq[String] =
+      r.path(field).elements().asScala.map(_.asText).toSeq
+    val out = Seq.newBuilder[String]
+    val (nullTime, nullType) = (total("null_time"), total("null_type"))
+    if (nullTime + nullType > 0) {
+      out += s"MATCH_TREND: $nullTime row(s) with a NULL time and $nullType with a NULL type " +
+        "are not events and were skipped"
+    }
+    val patternTypes = reports.flatMap(strings(_, "pattern_types")).distinct
+    val seen = reports.flatMap(strings(_, "seen_types")).toSet
+    val missing = patternTypes.filterNot(seen.contains)
+    if (missing.nonEmpty) {
+      val found = patternTypes.filter(seen.contains)
+      val read = if (found.isEmpty) "no row of the pattern's types was read"
+        else s"rows of ${found.map(t => s"'$t'").mkString(", ")} were read"
+      out += s"MATCH_TREND: no row of the input has the pattern's type " +
+        s"${missing.map(t => s"'$t'").mkString(", ")} ($read, ${total("rows")} rows in all); " +
+        "a misspelled type matches nothing: compare the pattern's types with the type " +
+        "column's values (SELECT DISTINCT on it)"
+    }
+    out.result()
+  }
+}
