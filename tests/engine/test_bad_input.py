@@ -161,6 +161,18 @@ def test_missing_type_column_with_one_type_is_fine() -> None:
     assert out.to_pylist() == [{"COUNT(*)": 7, "MAX(M.rate)": 62}]
 
 
+def test_a_named_type_column_must_exist_even_for_one_type() -> None:
+    """Only the default may fall back: a misspelled type_column would read every row as
+    the pattern's one type."""
+    from cogra.reference import evaluate_reference
+
+    table = pa.table({"time": [1, 2, 3], "kind": ["M", "x", "M"]})
+    for evaluate in (cogra.evaluate, evaluate_reference):
+        with pytest.raises(cogra.QueryError, match="no type column 'kindd'"):
+            evaluate("RETURN COUNT(*) PATTERN Measurement M+", table, type_column="kindd")
+    assert cogra.evaluate("RETURN COUNT(*) PATTERN M+", table, type_column="kind").to_pylist() == [{"COUNT(*)": 3}]
+
+
 def test_type_column_that_is_not_strings(no_data_processing) -> None:
     table = TABLE.set_column(0, "type", pa.array([1, 2, 1, 2], pa.int64()))
     err = query_error("RETURN COUNT(*) PATTERN SEQ(A, B)", table)
