@@ -250,6 +250,18 @@ def test_equivalence_key_outside_group_by_streams(spark, stock):
 
 
 @pytest.mark.spark
+def test_negative_zero_and_nan_keys_are_one_group_each(spark):
+    """As in Spark's GROUP BY (whose hash partitioning agrees): 0.0 = -0.0, NaN = NaN."""
+    g = [0.0, -0.0, 0.0, float("nan"), -0.0, float("nan"), 0.0, float("nan")] * 3
+    table = pa.table({"type": ["A"] * len(g), "time": list(range(len(g))), "g": g})
+    spark.createDataFrame(table).createOrReplaceTempView("signed_zeros")
+    query = "RETURN g, COUNT(*) PATTERN SEQ(A X, A Y) GROUP-BY g"
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(signed_zeros), {sql_literal(query)})")
+    got = {("nan" if r[0] != r[0] else r[0]): r[1] for r in df.collect()}
+    assert got == {0.0: 15 * 14 // 2, "nan": 9 * 8 // 2}
+
+
+@pytest.mark.spark
 def test_a_variable_named_like_a_sql_keyword(spark):
     table = pa.table({"type": ["Call", "B", "Call", "B"], "time": [1, 2, 3, 4], "v": [2, 3, 4, 5]})
     spark.createDataFrame(table).createOrReplaceTempView("calls")
