@@ -7,6 +7,7 @@ import warnings
 from typing import Any, Iterable
 
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (pa.compute)
 import sqlglot.expressions as exp
 
 from cogra.analysis.binding import DEFAULT_TYPE_COLUMN, BoundQuery, bind
@@ -124,6 +125,15 @@ def evaluate(
         warnings.warn(
             f"{counters['rows_null_time']} row(s) with a NULL time and "
             f"{counters['rows_null_type']} with a NULL type are not events and were skipped",
+            CograDataWarning,
+            stacklevel=2,
+        )
+    if engine.absent_types:
+        types = pa.compute.unique(engine.table.column(engine.bound.type_column)).to_pylist()
+        shown = ", ".join(repr(t) for t in sorted(types)[:20]) + (", ..." if len(types) > 20 else "")
+        warnings.warn(
+            f"no row has the pattern's type {', '.join(repr(t) for t in engine.absent_types)}: "
+            f"the input's types are {shown}",
             CograDataWarning,
             stacklevel=2,
         )

@@ -391,6 +391,14 @@ def test_no_warning_and_zero_counts_for_clean_input() -> None:
     assert out.schema.metadata[b"cogra.rows_null_type"] == b"0"
 
 
+def test_a_pattern_type_no_row_has_is_warned_with_the_types_seen() -> None:
+    with pytest.warns(cogra.CograDataWarning, match=r"no row has the pattern's type 'Stok': "
+                      r"the input's types are 'A', 'B'"):
+        assert cogra.evaluate("RETURN COUNT(*) PATTERN SEQ(Stok X, B)", TABLE).num_rows == 0
+    with pytest.warns(cogra.CograDataWarning, match="'Stok'"):  # the one-type path
+        assert cogra.evaluate("RETURN COUNT(*) PATTERN Stok X+", TABLE).num_rows == 0
+
+
 def test_only_bad_rows_give_an_empty_result_with_a_warning() -> None:
     table = pa.table({"type": pa.array(["A", None], pa.string()), "time": pa.array([None, 2], pa.int64())})
     with pytest.warns(cogra.CograDataWarning):

@@ -283,6 +283,8 @@ class Engine:
         self.windows, self.layout = memo["engine"]
         self.columns = {name: numpy_column(self.table.column(name)) for name in b.predicate_columns}
         self.pairs = PairPredicates(b, self.columns)
+        self.absent_types: tuple[str, ...] = ()
+        """Pattern types no event of the input has (a misspelled type matches nothing)."""
         self.plays_mask, self.irrelevant = self._plays_masks()
         self.use_fast = fast
         self.idle_events_matter = False
@@ -336,11 +338,15 @@ class Engine:
             def rows_of(wanted: set) -> np.ndarray:
                 assert wanted == {name}  # every type set of the query is its one type
                 return hit.copy()  # (callers narrow it in place)
+            self.absent_types = () if self.n == 0 or hit.any() else (name,)
         elif col is not None:
             col = col.combine_chunks()
             if not pa.types.is_dictionary(col.type):
                 col = pc.dictionary_encode(col.cast(pa.string()))
             names = col.dictionary.cast(pa.string()).to_pylist()
+            present = set(names)
+            self.absent_types = () if self.n == 0 else tuple(
+                t for t in dict.fromkeys(b.automaton.event_types) if t not in present)
             type_of = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False)
 
             def rows_of(wanted: set) -> np.ndarray:
