@@ -380,3 +380,39 @@ def test_an_index_older_than_its_rewritten_source_still_counts_when_the_text_is_
     assert not codegen._index_is_current(index, source)
     index.write_bytes(b"not an index")
     assert not codegen._index_is_current(index, source)
+
+
+def test_threads_on_an_empty_kernel_cache(monkeypatch, tmp_path, generated_kernels) -> None:
+    """Eight threads evaluating at once, each writing the same generated module into an
+    empty cache: none loses another's temporary file, all get the whole table's result."""
+    import threading
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})  # a module loaded earlier would not be written
+    table = stock(400, seed=2)
+    want = cogra.evaluate(TUMBLING, table, compiled=False)
+    results, errors = [], []
+    start = threading.Barrier(8)
+    written = []
+    real_source = codegen._source
+    monkeypatch.setattr(codegen, "_source", lambda shape: written.append(shape) or real_source(shape))
+
+    def work() -> None:
+        try:
+            start.wait()
+            for _ in range(3):
+                results.append(cogra.evaluate(TUMBLING, table))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 24 and written  # (the generated kernels ran)
+    for got in results:
+        assert_same_result(got, want)
+    assert list((tmp_path / "kernels").glob("cogra_kernel_*.py"))
+    assert not list((tmp_path / "kernels").glob("*.tmp"))

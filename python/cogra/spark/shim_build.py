@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from dataclasses import dataclass
@@ -195,7 +196,7 @@ def compile_jar(source_dir: Path, target: Path) -> None:
             raise ShimBuildError(
                 "compiling the cogra JVM shim failed:\n" + (proc.stdout + proc.stderr).strip()
             )
-        partial = target.with_name(target.name + f".{os.getpid()}.tmp")
+        partial = target.with_name(target.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as jar:
             jar.writestr(
                 "META-INF/MANIFEST.MF",

@@ -27,7 +27,9 @@ import inspect
 import os
 import re
 import sys
+import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -109,24 +111,36 @@ def _source_path(shape: Shape) -> tuple[Path, bool]:
     return path, path.exists() and path.read_text() == _source(shape)
 
 
+_LOADING = threading.Lock()
+"""Serialises writing and importing generated modules within a process (threads)."""
+
+
 def _module_for(shape: Shape):
-    """The generated module of a shape (written and imported once)."""
+    """The generated module of a shape (written and imported once per process).
+
+    The source is written to a temporary file of this process *and thread* and renamed
+    into place, so that processes and threads writing the same module at once never see
+    a partial file nor lose each other's temporary file."""
     key = shape.key
-    if key in _LOADED:
-        return _LOADED[key]
-    path, current = _source_path(shape)
-    if not current:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(_source(shape))
-        os.replace(tmp, path)
-    name = f"cogra_kernel_{key}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    _LOADED[key] = module
-    return module
+    module = _LOADED.get(key)
+    if module is not None:
+        return module
+    with _LOADING:
+        if key in _LOADED:
+            return _LOADED[key]
+        path, current = _source_path(shape)
+        if not current:
+            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp")
+            tmp.write_text(_source(shape))
+            os.replace(tmp, path)
+        name = f"cogra_kernel_{key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        _LOADED[key] = module
+        return module
 
 
 REUSE_COMPILED = True
