@@ -56,3 +56,19 @@ def test_adjacent_predicates_are_never_pushed() -> None:
 def test_partition_columns_are_the_plain_group_by_attributes() -> None:
     assert cogra.partition_columns(Q3) == ("sector",)
     assert cogra.partition_columns("RETURN COUNT(*) PATTERN A+ WHERE [h] GROUP-BY g") == ("g",)
+
+
+def test_rows_with_nan_in_a_float_column_are_always_kept() -> None:
+    """Spark orders NaN above every number and equal to itself; the engine compares it as
+    IEEE 754 does: the pushed filter keeps NaN rows whatever the condition."""
+    schema = pa.schema([("type", pa.string()), ("time", pa.int64()), ("f", pa.float64()), ("n", pa.int64())])
+    _, where = cogra.pushdown("RETURN COUNT(*) PATTERN A+ WHERE NOT (A.f >= 3) AND A.n > 1", schema)
+    assert where == "((`type` = 'A') AND ((NOT (`f` >= 3)) OR isnan(`f`)) AND (`n` > 1)) OR (`type` IS NULL)"
+
+
+@pytest.mark.parametrize("literal", ["'it''s'", "'a\\b'"])
+def test_string_literals_with_quotes_or_backslashes_are_not_pushed(literal) -> None:
+    """Spark reads their escapes by spark.sql.parser.escapedStringLiterals."""
+    schema = pa.schema([("type", pa.string()), ("time", pa.int64()), ("x", pa.string())])
+    _, where = cogra.pushdown(f"RETURN COUNT(*) PATTERN A+ WHERE A.x = {literal}", schema)
+    assert where == "((`type` = 'A')) OR (`type` IS NULL)"

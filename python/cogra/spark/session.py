@@ -150,6 +150,14 @@ def register(spark: "SparkSession", name: str = FUNCTION_NAME) -> Any:
     return spark.udtf.register(name, python_udtf(spark))
 
 
+def sql_string(text: str) -> str:
+    """A Spark SQL expression for the string ``text`` that every parser setting reads the
+    same: its UTF-8 bytes in hex, cast to a string.  A quoted literal is read one way or
+    the other by ``spark.sql.parser.escapedStringLiterals`` (so are SQL parameters, which
+    Spark renders back into quoted text), and a query may hold quotes and backslashes."""
+    return f"CAST(X'{text.encode('utf-8').hex().upper()}' AS STRING)"
+
+
 def match_trend(
     df: "DataFrame",
     query: str,
@@ -167,12 +175,8 @@ def match_trend(
     if type_column is not None:
         columns["type_column"] = type_column
     if has_extension(spark):
-        named = "".join(f", {name} => :{name}" for name in columns)
-        return spark.sql(
-            f"SELECT * FROM {FUNCTION_NAME}(TABLE({{df}}), :query{named})",
-            args={"query": query, **columns},
-            df=df,
-        )
+        named = "".join(f", {name} => {sql_string(value)}" for name, value in columns.items())
+        return spark.sql(f"SELECT * FROM {FUNCTION_NAME}(TABLE({{df}}), {sql_string(query)}{named})", df=df)
     from pyspark.sql.functions import lit
 
     _use_this_python(spark)
