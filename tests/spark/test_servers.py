@@ -142,6 +142,7 @@ def test_server_command_lines():
     assert thrift[0].endswith("/bin/spark-submit")
     assert thrift[thrift.index("--class") + 1] == servers.THRIFT_CLASS
     assert "spark.jars=/x.jar,/shim.jar" in thrift
+    assert "spark.driver.extraClassPath=/shim.jar" in thrift  # no session's class loader owns it
     assert f"spark.sql.extensions={EXTENSION}" in thrift
     assert f"spark.pyspark.python={sys.executable}" in thrift
     assert thrift[-4:] == ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
@@ -175,6 +176,24 @@ def hive_cursor(thrift):
 
 class TestThriftServer:
     """One Thrift server for these tests (stopped before the Connect server starts)."""
+
+    def test_thrift_a_first_session_that_never_calls_match_trend(self, thrift):
+        """The server's first JDBC session closes without MATCH_TREND; later sessions still
+        have it (the shim's classes must not live and die with one session)."""
+        first, cursor = hive_cursor(thrift)
+        try:
+            cursor.execute("SELECT 1")
+            assert cursor.fetchall() == [(1,)]
+        finally:
+            first.close()
+        for _ in range(2):
+            later, cursor = hive_cursor(thrift)
+            try:
+                cursor.execute(README_VIEW)
+                cursor.execute(README_SQL)
+                assert cursor.fetchall() == [(43,)]
+            finally:
+                later.close()
 
     def test_thrift_server_runs_match_trend(self, thrift, stock_parquet):
         path, table = stock_parquet

@@ -74,6 +74,11 @@ def _merge(existing: str | None, item: str) -> str:
     return ",".join(items if item in items else [*items, item])
 
 
+def _merge_path(existing: str | None, item: str) -> str:
+    items = [x for x in (existing or "").split(os.pathsep) if x]
+    return os.pathsep.join(items if item in items else [*items, item])
+
+
 def settings(spec: ServerSpec, jar: str) -> dict[str, str]:
     """Spark settings of the server: cogra's local defaults, the caller's, then the shim.
 
@@ -82,6 +87,10 @@ def settings(spec: ServerSpec, jar: str) -> dict[str, str]:
     """
     conf = {**LOCAL_DEFAULTS, **dict(spec.conf)}
     conf["spark.jars"] = _merge(conf.get("spark.jars"), jar)
+    # On the driver's own class path too: the jars of spark.jars are loaded by a class
+    # loader that the Thrift server closes with the session that first used it, and a
+    # later session's MATCH_TREND then met NoClassDefFoundError.
+    conf["spark.driver.extraClassPath"] = _merge_path(conf.get("spark.driver.extraClassPath"), jar)
     conf["spark.sql.extensions"] = _merge(conf.get("spark.sql.extensions"), EXTENSION)
     conf.setdefault("spark.pyspark.python", sys.executable)
     if spec.kind == "connect":

@@ -63,6 +63,11 @@ def configure(builder: Any, *, jar: str | None = None) -> Any:
     builder = builder.config(
         "spark.sql.extensions", _merge_list(options.get("spark.sql.extensions"), EXTENSION)
     )
+    # The driver's own class path as well (a JVM started by this builder): classes loaded
+    # through spark.jars live in a class loader that a server may close with a session.
+    paths = [p for p in (options.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
+    if jar not in paths:
+        builder = builder.config("spark.driver.extraClassPath", os.pathsep.join([*paths, jar]))
     if "spark.pyspark.python" not in options and not os.environ.get("PYSPARK_PYTHON"):
         builder = builder.config("spark.pyspark.python", sys.executable)
         # pyspark's own Python UDFs/UDTFs (register()) read PYSPARK_PYTHON, not the conf.

@@ -30,6 +30,12 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan
 /** The session extension: registers the MATCH_TREND table function. */
 class CograExtensions extends (SparkSessionExtensions => Unit) {
   override def apply(extensions: SparkSessionExtensions): Unit = {
+    // Load every class of the shim now, through the loader that loads this one: a class
+    // first needed later (at the first MATCH_TREND call) could find that loader closed
+    // with the session that built it (the Thrift server closes a session's loader).
+    MatchTrend.FunctionName.length
+    PythonCommands.jsonString("")
+    Diagnostics.AccumulatorName.length
     extensions.injectTableFunction(
       (FunctionIdentifier(MatchTrend.FunctionName), CograExtensions.info, MatchTrend.builder _))
   }
