@@ -149,7 +149,8 @@ def streams(draw, max_events: int = 10, types: tuple[str, ...] = TYPES) -> pa.Ta
     # channel (channels.channel_layout), and both layouts must meet the reference.
     lowest = draw(st.sampled_from([0, 0, -3]))
     v = draw(st.lists(st.one_of(st.integers(lowest, 4), st.none()), min_size=n, max_size=n))
-    w = draw(st.lists(st.one_of(st.sampled_from([0.5, 1.25, -2.0, 3.0]), st.none()), min_size=n, max_size=n))
+    w = draw(st.lists(st.one_of(st.sampled_from([0.5, 1.25, -2.0, 3.0, 0.5, 1.25, -2.0, 3.0, float("nan")]), st.none()),
+                      min_size=n, max_size=n))
     g = draw(st.lists(st.sampled_from([0, 1]), min_size=n, max_size=n))
     k = draw(st.lists(st.sampled_from(["p", "q"]), min_size=n, max_size=n))
     h = draw(st.lists(st.sampled_from([0, 1, None]), min_size=n, max_size=n))

@@ -221,7 +221,7 @@ _PUSHABLE = (
 )
 
 
-def _spark_predicate(expr: exp.Expression, schema: pa.Schema) -> str | None:
+def _spark_predicate(expr: exp.Expression) -> str | None:
     """A bound local predicate as Spark SQL over input columns that holds for every row
     the predicate holds for (the engine re-applies every predicate), or None if there is
     no such filter to push.
@@ -230,10 +230,8 @@ def _spark_predicate(expr: exp.Expression, schema: pa.Schema) -> str | None:
     * arithmetic is not pushed: Spark's ANSI mode raises on division by zero or overflow
       where cogra yields NULL;
     * a string literal holding a quote or a backslash is not pushed: Spark reads its
-      escapes one way or the other (``spark.sql.parser.escapedStringLiterals``);
-    * a row with NaN in a floating-point column of the predicate is always kept: Spark
-      orders NaN above every number and equal to itself, the engine compares it as IEEE
-      754 does (unequal to everything), so ``f <> f`` or ``NOT (f >= 3)`` would differ.
+      escapes one way or the other (``spark.sql.parser.escapedStringLiterals``).
+    NaN needs nothing: the engine orders it as Spark does (``expressions.compare``).
     """
     if any(not isinstance(node, _PUSHABLE) for node in expr.walk()):
         return None
@@ -246,14 +244,7 @@ def _spark_predicate(expr: exp.Expression, schema: pa.Schema) -> str | None:
             return exp.column(exp.to_identifier(node.name, quoted=True))
         return node
 
-    sql = expr.copy().transform(to_input).sql(dialect="spark")
-    floats = sorted({c.name for c in expr.find_all(exp.Column)
-                     if c.name in schema.names and pa.types.is_floating(schema.field(c.name).type)})
-    if floats:
-        nan = " OR ".join(f"isnan({exp.to_identifier(name, quoted=True).sql(dialect='spark')})"
-                          for name in floats)
-        sql = f"({sql}) OR {nan}"
-    return sql
+    return expr.copy().transform(to_input).sql(dialect="spark")
 
 
 def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str | None = None,
@@ -271,7 +262,7 @@ def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str | 
     alternatives: list[str] = []
     for v, event_type in enumerate(bound.automaton.event_types):
         parts = [f"{tcol} = {exp.Literal.string(event_type).sql(dialect='spark')}"] if tcol else []
-        parts += [p for p in (_spark_predicate(e, input_schema) for e in bound.local[v]) if p is not None]
+        parts += [p for p in (_spark_predicate(e) for e in bound.local[v]) if p is not None]
         if not parts:
             return bound.columns_used, None  # this variable accepts every row
         alternatives.append(" AND ".join(f"({p})" for p in parts))

@@ -271,8 +271,8 @@ PUSHED_CONDITIONS = [
 @pytest.mark.spark
 @pytest.mark.parametrize("escaped", ["false", "true"])
 def test_the_pushed_filter_keeps_every_row_the_engine_keeps(spark, escaped):
-    """NaN, NULL, -0.0 and string escapes: Spark's reading of the pushed filter may differ
-    from the engine's predicate only by keeping more rows."""
+    """NaN, NULL, -0.0 and string escapes: Spark's reading of the pushed filter keeps
+    every row the engine's predicate keeps."""
     nan = float("nan")
     table = pa.table({
         "type": ["A"] * 8, "time": list(range(8)),
@@ -290,7 +290,6 @@ def test_the_pushed_filter_keeps_every_row_the_engine_keeps(spark, escaped):
             df = match_trend(spark.table("pushed"), query)  # (its query reaches Spark unescaped)
             want = [tuple(r.values()) for r in cogra.evaluate(query, table).to_pylist()]
             assert [tuple(r) for r in df.collect()] == want, condition
-            assert "isnan" in df._jdf.queryExecution().analyzed().toString() or "A.f" not in condition
     finally:
         spark.conf.unset("spark.sql.parser.escapedStringLiterals")
 

@@ -90,13 +90,13 @@ def evaluate(node: exp.Expression, env: Env) -> Val:
     cmp = _COMPARE.get(type(node))
     if cmp is not None:
         a, b = evaluate(node.this, env), evaluate(node.expression, env)
-        return Val(cmp(a.data, b.data), np.logical_and(a.valid, b.valid))
+        return Val(compare(type(node), a.data, b.data), np.logical_and(a.valid, b.valid))
     if isinstance(node, exp.In):
         x = evaluate(node.this, env)
         out: Val | None = None
         for item in node.expressions:
             v = evaluate(item, env)
-            eq = Val(np.equal(x.data, v.data), np.logical_and(x.valid, v.valid))
+            eq = Val(compare(exp.EQ, x.data, v.data), np.logical_and(x.valid, v.valid))
             out = eq if out is None else _or(out, eq)
         assert out is not None
         return out
@@ -104,8 +104,8 @@ def evaluate(node: exp.Expression, env: Env) -> Val:
         x = evaluate(node.this, env)
         lo, hi = evaluate(node.args["low"], env), evaluate(node.args["high"], env)
         return _and(
-            Val(np.greater_equal(x.data, lo.data), np.logical_and(x.valid, lo.valid)),
-            Val(np.less_equal(x.data, hi.data), np.logical_and(x.valid, hi.valid)),
+            Val(compare(exp.GTE, x.data, lo.data), np.logical_and(x.valid, lo.valid)),
+            Val(compare(exp.LTE, x.data, hi.data), np.logical_and(x.valid, hi.valid)),
         )
     if isinstance(node, _ARITH):
         a, b = evaluate(node.this, env), evaluate(node.expression, env)
@@ -124,6 +124,28 @@ def evaluate(node: exp.Expression, env: Env) -> Val:
             return Val(np.true_divide(a.data, safe), valid)
         return Val(np.fmod(a.data, safe), valid)
     raise TypeError(f"unsupported expression {node.sql()}")
+
+
+def _floating(x: Data) -> bool:
+    return (isinstance(x, np.ndarray) and x.dtype.kind == "f") or isinstance(x, float)
+
+
+def compare(op: type, a: Data, b: Data) -> Data:
+    """``a op b`` (``op`` one of exp.EQ, NEQ, LT, LTE, GT, GTE), with NaN as Spark orders
+    it: equal to itself and above every other number (as the reference evaluates it,
+    and as Spark reads a filter pushed below MATCH_TREND)."""
+    if not (_floating(a) or _floating(b)):
+        return _COMPARE[op](a, b)
+    if op in (exp.GT, exp.GTE):  # b < a, b <= a
+        a, b, op = b, a, exp.LT if op is exp.GT else exp.LTE
+    nan_a, nan_b = np.isnan(a), np.isnan(b)
+    equal = np.logical_or(np.equal(a, b), np.logical_and(nan_a, nan_b))
+    if op is exp.EQ:
+        return equal
+    if op is exp.NEQ:
+        return np.logical_not(equal)
+    less = np.logical_or(np.less(a, b), np.logical_and(np.logical_not(nan_a), nan_b))
+    return less if op is exp.LT else np.logical_or(less, equal)
 
 
 def truth(v: Val, n: int) -> np.ndarray:
