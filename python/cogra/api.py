@@ -14,6 +14,7 @@ from cogra.analysis.binding import DEFAULT_TYPE_COLUMN, BoundQuery, bind
 from cogra.analysis.plan import Plan
 from cogra.errors import CograDataWarning
 from cogra.language.ast import Aggregate, AttrRef, Query, Semantics
+from cogra.language.limits import with_recursion_room
 from cogra.runtime.engine import Engine
 from cogra.runtime.output import ON_OVERFLOW, result_type, window_type
 
@@ -45,6 +46,7 @@ def as_table(events: Any) -> pa.Table:
     return pa.table(events)
 
 
+@with_recursion_room
 def plan(query: str | Query, schema: pa.Schema | None = None, *,
          type_column: str | None = None, time_column: str = "time") -> Plan:
     if schema is not None:
@@ -67,6 +69,7 @@ def _plan_of(query: str | Query, schema: pa.Schema, type_column: str | None, tim
     return Plan.of(bind(q, schema, type_column=type_column, time_column=time_column))
 
 
+@with_recursion_room
 def explain(query: str | Query, schema: pa.Schema | None = None, *,
             type_column: str | None = None, time_column: str = "time") -> str:
     """A readable plan: automaton, predicate classes, granularity per variable and why.
@@ -95,6 +98,7 @@ def assumed_schema(q: Query, type_column: str | None, time_column: str) -> pa.Sc
     return pa.schema(list(fields.items()))
 
 
+@with_recursion_room
 def evaluate(
     query: str | Query,
     events: Any,
@@ -141,6 +145,7 @@ def evaluate(
                                metadata={f"cogra.{k}": v for k, v in counters.items()})
 
 
+@with_recursion_room
 def evaluate_batches(
     query: str | Query,
     batches: Iterable[Any],
@@ -188,6 +193,7 @@ def evaluate_batches(
     return result
 
 
+@with_recursion_room
 def result_schema(query: str | Query, input_schema: pa.Schema, *,
                   type_column: str | None = None, time_column: str = "time") -> pa.Schema:
     """The output schema, without data (what Spark's analyze step reports)."""
@@ -247,6 +253,7 @@ def _spark_predicate(expr: exp.Expression) -> str | None:
     return expr.copy().transform(to_input).sql(dialect="spark")
 
 
+@with_recursion_room
 def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str | None = None,
              time_column: str = "time") -> tuple[tuple[str, ...], str | None]:
     """What a scan below MATCH_TREND may skip: the columns the query reads, and a Spark

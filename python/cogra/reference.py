@@ -75,6 +75,7 @@ import pyarrow as pa
 
 from cogra import errors
 from cogra.errors import DataError, QueryError
+from cogra.language.limits import with_recursion_room
 from cogra.language.ast import (
     Aggregate,
     AttrRef,
@@ -94,7 +95,7 @@ from cogra.reference_parts.patterns import (
     required,
 )
 from cogra.reference_parts.predicates import BoundCondition, bind_conditions
-from cogra.runtime.output import ON_OVERFLOW, ResultRow, build_table, result_type
+from cogra.runtime.output import ON_OVERFLOW, ResultRow, build_table, check_window_range, result_type
 
 __all__ = ["evaluate_reference", "reference_rows", "ReferenceLimitExceeded"]
 
@@ -106,6 +107,7 @@ CograDataWarning = errors.CograDataWarning
 # ---------------------------------------------------------------------------
 
 
+@with_recursion_room
 def evaluate_reference(
     query: "str | Query",
     events: Any,
@@ -136,6 +138,7 @@ def evaluate_reference(
     )
 
 
+@with_recursion_room
 def reference_rows(
     query: "str | Query",
     events: Any,
@@ -408,7 +411,12 @@ def _run(
     only_type = next(iter(prep.pattern_types))
     counters = {"rows_in": table.num_rows, "rows_null_time": 0, "rows_null_type": 0, "trends": 0}
     stream: list[Event] = []
-    for i, values in enumerate(table.to_pylist()):
+    try:
+        rows = table.to_pylist()
+    except OverflowError as e:  # a timestamp past year 9999: no Python datetime holds it
+        raise DataError(f"the reference evaluator reads rows as Python values, and {e} "
+                        "(timestamps must lie in years 1-9999)") from None
+    for i, values in enumerate(rows):
         if times[i] is None:
             counters["rows_null_time"] += 1
             continue
@@ -429,6 +437,10 @@ def _run(
         )
 
     # 2. Windows and 3a. partitions by plain keys.
+    if q.window is not None and stream and all(isinstance(e.time, int) for e in stream):
+        scale = time_scale(time_type)
+        check_window_range(stream[0].time, stream[-1].time, q.window.size * scale,
+                           q.window.step * scale, q.window)
     buckets: dict[tuple[Any, tuple], list[Event]] = {}
     plain_values: dict[tuple, list[Any]] = {}  # partition key -> display values
     for e in stream:

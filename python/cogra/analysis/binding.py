@@ -153,12 +153,19 @@ def bind(
     return binder.bind(type_column, time_column)
 
 
+MAX_VARIABLES = 64
+"""The kernels keep a sub-stream's variables as the bits of one int64 word."""
+
+
 class _Binder:
     def __init__(self, query: Query, schema: pa.Schema):
         self.q = query
         self.schema = schema
         self.automaton = build_automaton(query.pattern)
         self.names = self.automaton.names
+        if len(self.names) > MAX_VARIABLES:
+            raise self.error(f"the pattern binds {len(self.names)} variables; cogra evaluates "
+                             f"patterns of at most {MAX_VARIABLES}", query.pattern.span)
 
     # -- helpers -----------------------------------------------------------
     def error(self, message: str, span: Span | None) -> QueryError:

@@ -63,6 +63,7 @@ from cogra.language.ast import (
     Window,
     pattern_variables,
 )
+from cogra.language.limits import MAX_CONDITION_TOKENS, with_recursion_room
 from cogra.language.tokens import Kind, Source, Token, check_brackets, tokenize
 
 __all__ = ["parse", "dump", "condition_sql"]
@@ -96,6 +97,7 @@ def _join(names: list[str]) -> str:
     return ", ".join(names)
 
 
+@with_recursion_room
 def parse(text: str) -> Query:
     """Parse one query; raise :class:`QueryError` (with line and column) if it is bad."""
     return _Parser(text).query()
@@ -541,6 +543,10 @@ class _Parser:
             if tok.kind is Kind.IDENT and tok.text.upper() == "SELECT" and not (
                     after_dot or self.names_variable(self.tokens.index(tok))):
                 raise self.error("subqueries are not allowed in WHERE", tok.span)
+        if len(part) > MAX_CONDITION_TOKENS:
+            raise self.error(f"this condition has {len(part)} tokens, more than the "
+                             f"{MAX_CONDITION_TOKENS} cogra reads in one condition; "
+                             "a long OR of equalities is an IN list", span)
         text = self.text[start:end]
         masked, names = _mask_variables(part, start, text)
         try:
@@ -629,6 +635,9 @@ class _Parser:
         amount = Fraction(number.text)
         if amount == 0:
             raise self.error(f"{keyword} needs a positive duration, not {number.text} {unit.text}", span)
+        if amount * UNIT_SECONDS[unit.text.lower()] * 1_000_000 > MAX_MICROSECONDS:
+            raise self.error(f"{keyword} {number.text} {unit.text} is longer than the longest window "
+                             "cogra supports (2^63 - 1 microseconds, about 292,000 years)", span)
         return Duration(amount, unit.text, span)
 
     # -- checks across clauses ------------------------------------------------
@@ -700,6 +709,8 @@ class _ConditionChecker:
                     raise self.fail(message, alias or node)
             if isinstance(node, exp.Column) and (node.args.get("db") or node.args.get("catalog")):
                 raise self.fail(f"{node.sql()} {_NOT_AN_ATTRIBUTE}", node)
+            if isinstance(node, exp.In) and not node.expressions:
+                raise self.fail(f"{condition_sql(node)}: IN needs at least one value", node)
         self.rewrite_next(tree)
         for dot in tree.find_all(exp.Dot):
             raise self.fail(f"{condition_sql(dot)} {_NOT_AN_ATTRIBUTE}", dot)
@@ -789,6 +800,10 @@ def _unmask(tree: exp.Expression, names: dict[str, str]) -> None:
         name = names.get(ident.this)
         if name is not None:
             ident.set("this", name)
+
+
+MAX_MICROSECONDS = 2**63 - 1
+"""Window sizes and slides are int64 microseconds for timestamps (and int64 for numbers)."""
 
 
 def _attr_key(attr: AttrRef) -> tuple[str | None, str]:

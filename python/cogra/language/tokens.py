@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from cogra.errors import QueryError
+from cogra.language.limits import MAX_NESTING
 from cogra.language.ast import Span
 
 
@@ -143,9 +144,14 @@ def check_brackets(tokens: list[Token], source: Source) -> None:
     notices the problem clauses later.
     """
     stack: list[Token] = []
+    postfix = 0
     for tok in tokens:
+        postfix = postfix + 1 if tok.is_punct("+*?") else 0
         if tok.is_punct("(["):
             stack.append(tok)
+        if len(stack) + (postfix if postfix > 1 else 0) > MAX_NESTING:
+            raise QueryError(f"the query nests more than {MAX_NESTING} levels deep here (brackets "
+                             "open at once, or operators such as + in a row)", source.text, tok.span)
         elif tok.is_punct(")]"):
             if not stack:
                 message = f"unmatched {tok.text!r}: there is no bracket to close"

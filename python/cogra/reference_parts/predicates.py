@@ -224,9 +224,15 @@ def evaluate(node: exp.Expression, column: Callable[[exp.Column], Any]) -> Any:
         return None if saw_null else False
     if isinstance(node, exp.Between):
         v, low, high = ev(node.this), ev(node.args["low"]), ev(node.args["high"])
-        above = None if v is None or low is None else compare(v, low) >= 0
-        below = None if v is None or high is None else compare(v, high) <= 0
-        return _and(above, below)
+
+        def between(low: Any, high: Any) -> bool | None:
+            above = None if v is None or low is None else compare(v, low) >= 0
+            below = None if v is None or high is None else compare(v, high) <= 0
+            return _and(above, below)
+
+        if node.args.get("symmetric"):  # x BETWEEN SYMMETRIC a AND b: either order
+            return _or(between(low, high), between(high, low))
+        return between(low, high)
     if isinstance(node, exp.Is):
         v = ev(node.this)
         target = node.expression

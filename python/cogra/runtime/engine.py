@@ -19,6 +19,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -29,11 +30,12 @@ import pyarrow.compute as pc
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.analysis.plan import Plan
+from cogra.errors import DataError
 from cogra.language.ast import AttrRef
 from cogra.runtime import mixed_grained, next_cont, type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
-from cogra.runtime.output import ResultRow, build_table
+from cogra.runtime.output import ResultRow, build_table, check_window_range
 from cogra.runtime.substream_kernels import combination_rows, short_string_codes, string_runs
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
@@ -60,8 +62,20 @@ def numpy_column(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarra
         col = col.cast(pa.timestamp("us", tz=t.tz)).cast(pa.int64())
     elif pa.types.is_date(t):
         col = col.cast(pa.date32()).cast(pa.int32())
+    elif pa.types.is_decimal(t) and t.precision <= 15:
+        col = col.cast(pa.float64())  # every such decimal is its own double, in order
     elif pa.types.is_decimal(t):
-        col = col.cast(pa.float64())
+        # Beyond 15 digits two decimals may share a double: exact values (rarely used).
+        data = np.empty(len(col), dtype=object)
+        data[:] = [Fraction(0) if d is None else Fraction(d) for d in col.to_pylist()]
+        return data, valid
+    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_string(t)
+              or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_null(t)):
+        # Lists, structs, maps, binary ...: a condition may only ask IS [NOT] NULL of them
+        # (binding rejects the rest), which reads ``valid`` alone.
+        return np.zeros(len(col), dtype=bool), valid
+    elif pa.types.is_floating(t) and t.bit_width == 16:
+        col = col.cast(pa.float32())
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         # Through a dictionary: one Python str per distinct value, not per row (2M rows of
         # a few distinct values: ~2x faster than converting every row).
@@ -82,7 +96,22 @@ def micros(col: pa.ChunkedArray) -> np.ndarray:
     raw = col.cast(pa.int64()).to_numpy() if not isinstance(col, np.ndarray) else col
     factor = {"s": -1_000_000, "ms": -1000, "us": 1, "ns": 1000}[col.type.unit]
     raw = np.asarray(raw, dtype=np.int64)
-    return raw * -factor if factor < 0 else raw // factor
+    if factor < 0:
+        limit = np.iinfo(np.int64).max // -factor
+        if len(raw) and (raw.max() > limit or raw.min() < -limit):
+            bad = int(raw.max() if raw.max() > limit else raw.min())
+            raise DataError(f"timestamp {bad} ({col.type.unit}) is beyond the range of microsecond "
+                            "timestamps (years 290,308 BC to 294,247 AD), which cogra computes in")
+        return raw * -factor
+    return raw // factor
+
+
+def _without_halves(table: pa.Table) -> pa.Table:
+    """Half-precision columns as float32 (exact): Arrow's kernels have none for float16."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_float16(field.type):
+            table = table.set_column(i, field.name, table.column(i).cast(pa.float32()))
+    return table
 
 
 def canonical_keys(table: pa.Table, names: Iterable[str]) -> pa.Table:
@@ -257,7 +286,7 @@ class Engine:
         if int(pc.sum(valid).as_py() or 0) != table.num_rows:
             table = table.filter(valid)
         # Keep only the columns the query reads; sort by time unless already sorted.
-        table = canonical_keys(table.select(list(b.columns_used)),
+        table = canonical_keys(_without_halves(table.select(list(b.columns_used))),
                                {*b.plain_keys, *(a for keys in b.var_keys for a in keys)})
         times = table.column(b.time_column)
         if pa.types.is_timestamp(times.type):
@@ -276,6 +305,11 @@ class Engine:
         self.table = table if ordered else table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
         self.n = self.table.num_rows
         self.time_np = self._numeric_times()
+        if self.n and WindowSpec.of(b.query.window, b.time_type).size is not None \
+                and self.time_np.dtype.kind == "i":
+            spec = WindowSpec.of(b.query.window, b.time_type)
+            check_window_range(int(self.time_np.min()), int(self.time_np.max()), spec.size, spec.step,
+                               b.query.window)
         memo = b.memo  # (built once per bound query: cogra.analysis.binding.BoundQuery.memo)
         if "engine" not in memo:
             memo["engine"] = (WindowSpec.of(b.query.window, b.time_type),

@@ -64,7 +64,8 @@ def result_type(item: ReturnItem, schema: pa.Schema) -> pa.DataType:
     assert value.attribute is not None
     source = column_type(schema, value.attribute)
     if value.func in (AggFunc.MIN, AggFunc.MAX):
-        return source
+        # float16 comes back as float32: Arrow computes nothing in half precision.
+        return pa.float32() if pa.types.is_float16(source) else source
     if value.func is AggFunc.AVG:
         return pa.float64()
     # SUM
@@ -84,7 +85,10 @@ def _fits(value: Any, item: ReturnItem, typ: pa.DataType) -> Any:
     if isinstance(value, Fraction) and value.denominator == 1 and pa.types.is_integer(typ):
         value = int(value)
     if pa.types.is_integer(typ) and isinstance(value, int) and not isinstance(value, bool):
-        if isinstance(item.value, Aggregate) and not INT64_MIN <= value <= INT64_MAX:
+        # The column's own range: MIN/MAX keep the input's type (uint64 holds 2**63 + 5).
+        low, high = (0, 2**typ.bit_width - 1) if pa.types.is_unsigned_integer(typ) \
+            else (-(2 ** (typ.bit_width - 1)), 2 ** (typ.bit_width - 1) - 1)
+        if isinstance(item.value, Aggregate) and not low <= value <= high:
             raise OverflowError
         return value
     if pa.types.is_floating(typ) and isinstance(value, (Fraction, int)) and not isinstance(value, bool):
@@ -194,6 +198,25 @@ def build_table(
         ends = [_window_bound(r.window[1], time_type) for r in ordered]  # type: ignore[index]
         arrays += [pa.array(starts, type=wtype), pa.array(ends, type=wtype)]
     return pa.Table.from_arrays(arrays, schema=out_schema)
+
+
+INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+def check_window_range(first: int, last: int, size: Fraction, step: Fraction, window: Any) -> None:
+    """Every window ``[k*step, k*step + size)`` holding a time in ``[first, last]`` (in the
+    time column's units: seconds, or microseconds for timestamps) must start and end
+    within int64, where the kernels and the result hold them; else a DataError."""
+    if size.denominator != 1 or step.denominator != 1:
+        return  # fractional windows are computed exactly, in Python
+    size_, step_ = int(size), int(step)
+    lowest = ((first - size_) // step_ + 1) * step_
+    highest = last // step_ * step_ + size_
+    if lowest < INT64_RANGE[0] or highest > INT64_RANGE[1]:
+        at = first if lowest < INT64_RANGE[0] else last
+        raise DataError(f"the windows of WITHIN {window.within.amount} {window.within.unit} holding "
+                        f"time {at} would reach past the 64-bit range of times; such times are "
+                        "too close to its ends")
 
 
 def overflow_error(query: Query, item: str, typ: pa.DataType, window: tuple[Any, Any] | None,

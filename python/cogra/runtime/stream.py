@@ -43,6 +43,7 @@ import pyarrow.compute as pc
 
 from cogra.analysis.granularity import Executor
 from cogra.errors import CograError, DataError
+from cogra.language.limits import with_recursion_room
 from cogra.runtime.aggregates import attribute_scales
 from cogra.runtime.engine import Engine, canonical_keys, key_codes, micros
 from cogra.runtime.fast.channels import (
@@ -250,6 +251,7 @@ class StreamEvaluation:
                                        "use cogra.evaluate on the whole table")
 
     # -- input -------------------------------------------------------------------------
+    @with_recursion_room
     def push(self, batch: pa.RecordBatch | pa.Table) -> None:
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if table.schema.names != self.schema.names:
@@ -505,6 +507,7 @@ class StreamEvaluation:
             scale(block)
 
     # -- output ------------------------------------------------------------------------------
+    @with_recursion_room
     def finish(self, *, metadata: dict | None = None) -> pa.Table:
         """Process what is held back, close every window, and return the result table."""
         from cogra.runtime.fast.finish import table_from_channels
