@@ -44,6 +44,13 @@ def test_engine_equals_reference_one_window(case) -> None:
     check(*case)
 
 
+@settings(max_examples=500, **COMMON)
+@given(case=cases(nan=True))
+def test_engine_equals_reference_with_nan(case) -> None:
+    """NaN in conditions (Spark's order), MIN/MAX, SUM and AVG."""
+    check(*case)
+
+
 @pytest.mark.slow
 @settings(max_examples=20000, **COMMON)
 @given(case=cases(max_events=12))
