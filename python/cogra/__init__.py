@@ -7,6 +7,7 @@ The public surface is small: :func:`parse` a query, :func:`explain` its plan, an
 __version__ = "0.1.0"
 
 from cogra.api import (  # noqa: E402
+    MAX_WINDOWS_PER_EVENT,
     CograDataWarning,
     evaluate,
     evaluate_batches,
@@ -20,6 +21,7 @@ from cogra.api import (  # noqa: E402
 from cogra.errors import AggregateOverflowError, CograError, DataError, QueryError  # noqa: E402
 
 __all__ = [
+    "MAX_WINDOWS_PER_EVENT",
     "AggregateOverflowError",
     "CograDataWarning",
     "CograError",

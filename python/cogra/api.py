@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 from typing import Any, Iterable
 
@@ -12,11 +13,30 @@ import sqlglot.expressions as exp
 
 from cogra.analysis.binding import DEFAULT_TYPE_COLUMN, BoundQuery, bind
 from cogra.analysis.plan import Plan
-from cogra.errors import CograDataWarning
+from cogra.errors import CograDataWarning, DataError
 from cogra.language.ast import Aggregate, AttrRef, Query, Semantics
 from cogra.language.limits import with_recursion_room
 from cogra.runtime.engine import Engine
 from cogra.runtime.output import ON_OVERFLOW, result_type, window_type
+
+
+MAX_WINDOWS_PER_EVENT = 100_000
+"""The default of ``max_windows_per_event`` (Spark: ``spark.cogra.maxWindowsPerEvent``)."""
+
+
+def check_windows_per_event(q: Query, limit: int) -> None:
+    """Refuse a query whose windows overlap more than ``limit`` deep (size / slide)."""
+    if q.window is None:
+        return
+    per_event = math.ceil(q.window.size / q.window.step)
+    if per_event > limit:
+        slide = q.window.slide
+        raise DataError(
+            f"WITHIN {q.window.within.amount} {q.window.within.unit}"
+            + (f" SLIDE {slide.amount} {slide.unit}" if slide else "")
+            + f" puts every event in {per_event:,} windows, more than the limit of "
+            f"{limit:,}: slide by more, or raise the limit (cogra.evaluate(..., "
+            "max_windows_per_event=N); Spark: SET spark.cogra.maxWindowsPerEvent=N)")
 
 
 def parse(query: str | Query) -> Query:
@@ -107,12 +127,17 @@ def evaluate(
     time_column: str = "time",
     on_overflow: str = "error",
     compiled: bool | None = None,
+    max_windows_per_event: int = MAX_WINDOWS_PER_EVENT,
 ) -> pa.Table:
     """Evaluate a COGRA query over ``events`` (a pyarrow.Table or anything pa.table accepts).
 
     ``compiled``: None (default) uses the compiled kernels wherever they apply and the
     exact Python executors elsewhere; False forces the Python executors; True fails if
     the kernels do not apply.  All three give the same results.
+
+    ``max_windows_per_event``: a query whose WITHIN / SLIDE put an event in more windows
+    is refused (:class:`~cogra.errors.DataError`) before any work: one event under
+    ``WITHIN 1 hour SLIDE 1 ms`` is 3.6M windows.
 
     Output: the RETURN items in order, then ``window_start``/``window_end`` under WITHIN;
     one row per (window, group) with at least one finished trend.  The schema metadata
@@ -122,6 +147,7 @@ def evaluate(
         raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
     table = as_table(events)
     p = plan(query, table.schema, type_column=type_column, time_column=time_column)
+    check_windows_per_event(p.bound.query, max_windows_per_event)
     engine = Engine(p, table, fast=compiled)
     counters = engine.counters
     skipped = counters["rows_null_time"] + counters["rows_null_type"]
@@ -154,6 +180,7 @@ def evaluate_batches(
     type_column: str | None = None,
     time_column: str = "time",
     on_overflow: str = "error",
+    max_windows_per_event: int = MAX_WINDOWS_PER_EVENT,
 ) -> pa.Table:
     """Evaluate over a stream of record batches, with memory bounded by the open windows'
     aggregate states rather than by the events (:mod:`cogra.runtime.stream`).
@@ -175,8 +202,9 @@ def evaluate_batches(
         if first is None:
             raise ValueError("evaluate_batches needs a schema= when there are no batches")
         schema = first.schema
-    stream = StreamEvaluation(plan(query, schema, type_column=type_column, time_column=time_column),
-                              schema, on_overflow=on_overflow)
+    p = plan(query, schema, type_column=type_column, time_column=time_column)
+    check_windows_per_event(p.bound.query, max_windows_per_event)
+    stream = StreamEvaluation(p, schema, on_overflow=on_overflow)
     if first is not None:
         stream.push(first)
     for batch in it:

@@ -152,3 +152,17 @@ def test_the_recursion_limit_is_restored() -> None:
     before = sys.getrecursionlimit()
     cogra.evaluate("RETURN COUNT(*) PATTERN A+ WHERE " + "(" * 99 + "A.n > 0" + ")" * 99, table(n=[1]))
     assert sys.getrecursionlimit() == before
+
+
+# -- unbounded work ----------------------------------------------------------------------
+
+def test_windows_per_event_past_the_limit_are_refused_before_any_work() -> None:
+    events = table(n=[1])
+    with pytest.raises(cogra.DataError, match=r"WITHIN 1 hour SLIDE 1 ms puts every event in "
+                       r"3,600,000 windows, more than the limit of 100,000"):
+        cogra.evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 1 hour SLIDE 1 ms", events)
+    with pytest.raises(cogra.DataError, match="spark.cogra.maxWindowsPerEvent"):
+        cogra.evaluate_batches("RETURN COUNT(*) PATTERN A+ WITHIN 1 day SLIDE 1 ms", [events.to_batches()[0]])
+    out = cogra.evaluate("RETURN COUNT(*) PATTERN A+ WITHIN 10 sec SLIDE 1 ms", events,
+                         max_windows_per_event=10_000)
+    assert out.num_rows == 10_000

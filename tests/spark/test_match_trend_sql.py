@@ -338,6 +338,29 @@ def test_a_named_type_column_must_exist(spark, stock):
 
 
 @pytest.mark.spark
+def test_a_key_group_past_the_row_limit_fails_naming_the_limit(spark, stock):
+    """A mixed-grained query without WITHIN holds its group whole; past
+    spark.cogra.worker.maxGroupRows the task fails with a DataError that names the group,
+    the limit and the ways out (not a worker out of memory)."""
+    query = "RETURN sector, COUNT(*) PATTERN Stock A+ WHERE A.price > NEXT(A).price GROUP-BY sector"
+    spark.conf.set(udtf_module.GROUP_ROWS_SETTING, "10")
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        with pytest.raises(Exception) as info:
+            spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(query)})").collect()
+        message = str(info.value)
+        assert "cogra.errors.DataError: MATCH_TREND: key group {'sector':" in message
+        assert "holds more than 10 rows" in message and "SET spark.cogra.worker.maxGroupRows=N" in message
+        spark.conf.set(udtf_module.WINDOWS_SETTING, "10")
+        with pytest.raises(Exception, match="puts every event in 60 windows, more than the limit of 10"):
+            spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(STOCK_QUERY)})").collect()
+    finally:
+        spark.conf.unset(udtf_module.GROUP_ROWS_SETTING)
+        spark.conf.unset(udtf_module.WINDOWS_SETTING)
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+
+
+@pytest.mark.spark
 def test_bad_worker_settings_fail_at_analysis(spark, stock):
     from pyspark.errors import AnalysisException
 

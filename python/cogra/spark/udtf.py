@@ -62,6 +62,9 @@ FUNCTION_NAME = "MATCH_TREND"
 FILTER_ALIAS = "__cogra_filter__"
 #: Prefix of the columns the shim adds for a user's ``PARTITION BY`` expressions.
 KEY_PREFIX = "__cogra_pk_"
+MAX_GROUP_ROWS = 5_000_000
+"""Rows of one key group a worker holds at most (its memory: ~0.6 GB per million rows of a
+mixed-grained query without WITHIN); the streamed and sliced routes hold far fewer."""
 #: Evaluate at least this many rows at a time (whole key groups; a streamed partition is
 #: pushed in chunks of this size), see _ChunkedEvaluator.
 CHUNK_ROWS = 1 << 15
@@ -416,6 +419,7 @@ class _Evaluator:
         on the worker's stderr, which no user reads."""
         self.result = result
         self.reported = reported
+        self.max_windows_per_event = cogra.MAX_WINDOWS_PER_EVENT
         self.query = with_partition_keys(result.query, partition_keys)
         self.on_overflow = on_overflow
         self.drop = {FILTER_ALIAS}
@@ -455,6 +459,7 @@ class _Evaluator:
                 type_column=self.result.type_column,
                 time_column=self.result.time_column,
                 on_overflow=self.on_overflow,
+                max_windows_per_event=self.max_windows_per_event,
             )
         if self.pace is not None:
             self.pace.record(table.num_rows, time.perf_counter() - started)
@@ -532,8 +537,9 @@ class _ChunkedEvaluator:
 
     def __init__(self, evaluator: _Evaluator, key_columns: Sequence[str],
                  chunk_rows: int = CHUNK_ROWS, slices: WindowSlices | None = None,
-                 slice_rows: int = SLICE_ROWS):
+                 slice_rows: int = SLICE_ROWS, max_group_rows: int = MAX_GROUP_ROWS):
         self.evaluator = evaluator
+        self.max_group_rows = max_group_rows
         self.keys = list(key_columns)
         self.chunk_rows = chunk_rows
         self.slices = slices
@@ -602,11 +608,24 @@ class _ChunkedEvaluator:
         self.pending_rows += batch.num_rows
         complete = self.group_starts[-1] if self.group_starts else 0
         open_rows = self.pending_rows - complete
+        if open_rows > self.max_group_rows:
+            self._too_large(batch)
         sliced = self.slices is not None and open_rows >= self.slice_at
         if complete >= self.chunk_rows or (sliced and complete):
             yield from self._complete_groups(complete)
         if sliced:
             yield from self._slice_open_group()
+
+    def _too_large(self, batch: pa.RecordBatch) -> None:
+        """The open group holds more rows than a worker may (it is evaluated whole: no
+        WITHIN, or windows too long to slice it by)."""
+        key = {k: batch.column(k)[batch.num_rows - 1].as_py() for k in self.keys}
+        where = f"key group {key}" if key else "the input (one group: the query has no plain key)"
+        raise DataError(
+            f"{FUNCTION_NAME}: {where} holds more than {self.max_group_rows:,} rows, which this "
+            "query evaluates at once (no WITHIN, or windows too long to evaluate it slice by "
+            "slice); split it -- GROUP-BY or [attr] on a further attribute, PARTITION BY, a "
+            f"WITHIN -- or raise the limit (SET {GROUP_ROWS_SETTING}=N)")
 
     def _take(self, rows: int) -> list[pa.RecordBatch]:
         """Remove and return the first ``rows`` pending rows."""
@@ -736,6 +755,8 @@ class Route(Enum):
 ROUTE_SETTING = "spark.cogra.worker.route"
 SLICE_ROWS_SETTING = "spark.cogra.worker.sliceRows"
 CHUNK_ROWS_SETTING = "spark.cogra.worker.chunkRows"
+GROUP_ROWS_SETTING = "spark.cogra.worker.maxGroupRows"
+WINDOWS_SETTING = "spark.cogra.maxWindowsPerEvent"
 
 
 @dataclass(frozen=True)
@@ -748,11 +769,15 @@ class WorkerSettings:
     sliced) or ``sliced`` (chunks, a group sliced from ``slice_rows`` rows on).
     ``slice_rows`` / ``chunk_rows``: rows at which an open group is sliced / complete
     groups are evaluated (None: the defaults, :data:`SLICE_ROWS`, :data:`CHUNK_ROWS`).
+    ``max_group_rows`` / ``max_windows_per_event``: the limits past which a task fails
+    with a DataError naming them, before memory runs out.
     """
 
     route: str = "auto"
     slice_rows: int | None = None
     chunk_rows: int = CHUNK_ROWS
+    max_group_rows: int = MAX_GROUP_ROWS
+    max_windows_per_event: int = cogra.MAX_WINDOWS_PER_EVENT
 
     ROUTES = ("auto", "streamed", "chunked", "sliced")
 
@@ -775,7 +800,9 @@ class WorkerSettings:
                 raise ValueError(f"{name} must be a positive number of rows, not {text!r}")
             return value
 
-        return cls(route, rows(SLICE_ROWS_SETTING), rows(CHUNK_ROWS_SETTING) or CHUNK_ROWS)
+        return cls(route, rows(SLICE_ROWS_SETTING), rows(CHUNK_ROWS_SETTING) or CHUNK_ROWS,
+                   rows(GROUP_ROWS_SETTING) or MAX_GROUP_ROWS,
+                   rows(WINDOWS_SETTING) or cogra.MAX_WINDOWS_PER_EVENT)
 
 
 def partition_route(result: CograAnalyzeResult, query: str | Query, schema: pa.Schema,
@@ -845,6 +872,8 @@ def make_map_function(analyze_result: bytes, options: str):
         start_task()
         evaluator = _Evaluator(result, on_overflow, partition_keys=user_keys, pace=pace,
                                reported=report_id is not None)
+        evaluator.max_windows_per_event = settings.max_windows_per_event
+        cogra.api.check_windows_per_event(cogra.parse(result.query), settings.max_windows_per_event)
         report = TaskReport.of(result)
         it = map(report.read, map(evaluator.prepare, iter(batches)))
         yield from evaluate_rows(evaluator, it)
@@ -864,7 +893,7 @@ def make_map_function(analyze_result: bytes, options: str):
         if route is Route.SLICED:
             slices = WindowSlices.of(result.query, first.schema, _resolve(result.time_column, first.schema.names))
         chunks = _ChunkedEvaluator(evaluator, keys, chunk_rows=settings.chunk_rows, slices=slices,
-                                   slice_rows=slice_rows)
+                                   slice_rows=slice_rows, max_group_rows=settings.max_group_rows)
         for batch in itertools.chain([first], it):
             yield from chunks.feed(batch)
         yield from chunks.finish()

@@ -99,7 +99,8 @@ private[cogra] object MatchTrend {
       if (!routes.contains(value.trim.toLowerCase(java.util.Locale.ROOT))) {
         fail(s"$key must be one of ${routes.mkString(", ")}, not '$value'")
       }
-    case "spark.cogra.worker.sliceRows" | "spark.cogra.worker.chunkRows" =>
+    case "spark.cogra.worker.sliceRows" | "spark.cogra.worker.chunkRows" |
+        "spark.cogra.worker.maxGroupRows" | "spark.cogra.maxWindowsPerEvent" =>
       if (value.trim.toIntOption.forall(_ < 1)) {
         fail(s"$key must be a positive number of rows, not '$value'")
       }
