@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -54,14 +56,14 @@ BAD_SQL = f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(BAD_QUERY)})"
 class RunningServer:
     """A ``cogra`` server subprocess: its URL parts, its log, and how to end it."""
 
-    def __init__(self, command: str, workdir: Path):
+    def __init__(self, command: str, workdir: Path, extra: Sequence[str] = ()):
         self.host = "127.0.0.1"
         self.port = free_port(self.host)
         self.log_path = workdir / f"{command}.log"
         self.log = open(self.log_path, "wb")
         cmd = [sys.executable, "-m", "cogra.spark.cli", command, "--host", self.host,
                "--port", str(self.port), "--master", "local[2]", "--work-dir", str(workdir),
-               "--conf", "spark.driver.memory=1g", "--conf", "spark.sql.shuffle.partitions=2"]
+               "--conf", "spark.driver.memory=1g", "--conf", "spark.sql.shuffle.partitions=2", *extra]
         self.proc = subprocess.Popen(cmd, cwd=workdir, stdin=subprocess.DEVNULL, stdout=self.log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         self.watchdog = threading.Timer(WATCHDOG, self.kill)
@@ -110,9 +112,27 @@ class RunningServer:
         assert not self._group_alive(), "server processes survived SIGKILL"
 
 
+    def listening(self) -> list[str]:
+        """The local addresses the server's processes (CLI, JVM, Python workers) listen on."""
+        out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+        addresses = []
+        for line in out.splitlines():
+            pids = [int(p) for p in re.findall(r"pid=(\d+)", line)]
+            if any(_group_of(pid) == self.proc.pid for pid in pids):
+                addresses.append(line.split()[3])
+        return addresses
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
 @contextlib.contextmanager
-def server(command: str, workdir: Path):
-    running = RunningServer(command, workdir)
+def server(command: str, workdir: Path, extra: Sequence[str] = ()):
+    running = RunningServer(command, workdir, extra)
     try:
         running.wait_ready()
         yield running
@@ -147,6 +167,12 @@ def test_server_command_lines():
     assert f"spark.pyspark.python={sys.executable}" in thrift
     assert thrift[-4:] == ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
                            "--hiveconf", "hive.server2.thrift.port=10001"]
+    assert "spark.driver.bindAddress=127.0.0.1" in thrift  # a local master's ports: loopback
+    ldap = servers.command(servers.ServerSpec("thrift", port=10001, hiveconf={
+        "hive.server2.authentication": "LDAP"}), jar="/shim.jar")
+    assert ldap[-6:-4] == ["--hiveconf", "hive.server2.authentication=LDAP"]
+    cluster = servers.command(servers.ServerSpec("thrift", port=10001, master="spark://h:7077"), jar="/s.jar")
+    assert not any(a.startswith("spark.driver.bindAddress") for a in cluster)
     connect = servers.command(servers.ServerSpec("connect", host="0.0.0.0", port=15003), jar="/shim.jar")
     assert connect[connect.index("--class") + 1] == servers.CONNECT_CLASS
     assert "spark.connect.grpc.binding.address=0.0.0.0" in connect
@@ -194,6 +220,20 @@ class TestThriftServer:
                 assert cursor.fetchall() == [(43,)]
             finally:
                 later.close()
+
+    def test_thrift_server_listens_on_loopback_only(self, thrift):
+        """Spark's own ports (driver RPC, block manager) as well as the JDBC port: nothing
+        of a local server is open to the network."""
+        connection, cursor = hive_cursor(thrift)
+        try:
+            cursor.execute(README_VIEW)
+            cursor.execute(README_SQL)  # Python workers started too
+            assert cursor.fetchall() == [(43,)]
+        finally:
+            connection.close()
+        addresses = thrift.listening()
+        assert len(addresses) >= 3, addresses  # JDBC, driver RPC, block manager at least
+        assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]") for a in addresses), addresses
 
     def test_thrift_server_runs_match_trend(self, thrift, stock_parquet):
         path, table = stock_parquet
@@ -314,3 +354,33 @@ class TestConnectServer:
         assert cli.main(["sql", "--remote", connect.url, f"{README_VIEW}; {README_SQL}"]) == 0
         out = capsys.readouterr().out
         assert "OK (" in out and "  43" in out
+
+
+class TestConnectAuthentication:
+    """Spark's own pre-shared token (spark.connect.authenticate.token): a client without
+    it is refused, one with it runs MATCH_TREND."""
+
+    def test_a_token_protected_connect_server(self, tmp_path_factory):
+        from pyspark.sql import SparkSession
+
+        token = "cogra-test-token-8f3a"
+        with pytest.MonkeyPatch.context() as mp:
+            for name in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
+                mp.setenv(name, "")
+                mp.delenv(name)
+            extra = ["--conf", f"spark.connect.authenticate.token={token}"]
+            with server("connect-server", tmp_path_factory.mktemp("connect-auth"), extra) as running:
+                anonymous = SparkSession.builder.remote(f"sc://localhost:{running.port}").create()
+                try:
+                    with pytest.raises(Exception, match="(?i)unauthenticated|authenticat|token"):
+                        anonymous.sql("SELECT 1").collect()
+                finally:
+                    with contextlib.suppress(Exception):
+                        anonymous.stop()
+                spark = SparkSession.builder.remote(f"sc://localhost:{running.port}/;token={token}").create()
+                try:
+                    events = pa.table({"type": list("ABAACBAB"), "time": list(range(1, 9))})
+                    spark.createDataFrame(events).createOrReplaceTempView("readme")
+                    assert [tuple(r) for r in spark.sql(README_SQL).collect()] == [(43,)]
+                finally:
+                    spark.stop()

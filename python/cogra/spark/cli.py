@@ -104,7 +104,7 @@ def _serve(kind: str, args: argparse.Namespace) -> int:
 
     try:
         spec = ServerSpec(kind, host=args.host, port=args.port, master=args.master,
-                          conf=parse_conf(args.conf))
+                          conf=parse_conf(args.conf), hiveconf=parse_conf(getattr(args, "hiveconf", None)))
     except ValueError as e:
         print(f"cogra: {e}", file=sys.stderr)
         return 2
@@ -168,6 +168,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_shim)
 
     p = sub.add_parser("thriftserver", help="run Spark's Thrift JDBC/ODBC server with MATCH_TREND")
+    p.add_argument("--hiveconf", action="append", metavar="KEY=VALUE",
+                   help="a HiveServer2 setting, e.g. hive.server2.authentication=LDAP (repeatable)")
     _server_arguments(p, 10000)
     p.set_defaults(func=cmd_thriftserver)
 

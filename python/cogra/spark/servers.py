@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from cogra.spark.session import EXTENSION, LOCAL_DEFAULTS
+from cogra.spark.session import EXTENSION, local_defaults
 
 THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -47,6 +47,8 @@ class ServerSpec:
     port: int = 0
     master: str = "local[*]"
     conf: Mapping[str, str] = field(default_factory=dict)
+    hiveconf: Mapping[str, str] = field(default_factory=dict)
+    """HiveServer2 settings of the Thrift server (authentication, SSL, timeouts)."""
 
     @property
     def url(self) -> str:
@@ -85,7 +87,7 @@ def settings(spec: ServerSpec, jar: str) -> dict[str, str]:
     ``spark.jars`` and ``spark.sql.extensions`` given by the caller are kept and extended.
     The UI stays off unless asked for, as in :func:`cogra.spark.session`.
     """
-    conf = {**LOCAL_DEFAULTS, **dict(spec.conf)}
+    conf = {**local_defaults(spec.master), **dict(spec.conf)}
     conf["spark.jars"] = _merge(conf.get("spark.jars"), jar)
     # On the driver's own class path too: the jars of spark.jars are loaded by a class
     # loader that the Thrift server closes with the session that first used it, and a
@@ -116,6 +118,8 @@ def command(spec: ServerSpec, jar: str | None = None) -> list[str]:
         cmd += ["--conf", f"{key}={value}"]
     if spec.kind == "thrift":
         # HiveThriftServer2 reads its listening address from HiveConf, given as --hiveconf.
+        for key, value in spec.hiveconf.items():
+            cmd += ["--hiveconf", f"{key}={value}"]
         cmd += ["--hiveconf", f"hive.server2.thrift.bind.host={spec.host}",
                 "--hiveconf", f"hive.server2.thrift.port={spec.port}"]
     return cmd

@@ -25,6 +25,20 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The session extension class (the same name as ``shim_build.EXTENSION_CLASS``).
 EXTENSION = "org.apache.spark.sql.cogra.CograExtensions"
 
+#: With a local master, Spark's own ports (the driver's RPC and block manager) listen on
+#: the loopback interface only: by default they listen on every interface, open to the
+#: network although nothing outside the machine needs them.
+LOOPBACK: dict[str, str] = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
+def local_defaults(master: str) -> dict[str, str]:
+    """:data:`LOCAL_DEFAULTS`, and :data:`LOOPBACK` where ``master`` is local."""
+    return {**LOCAL_DEFAULTS, **(LOOPBACK if master.strip().startswith("local") else {})}
+
+
 #: Local defaults of :func:`session`; any of them can be overridden through ``**conf``.
 LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.shuffle.partitions": str(max(2, os.cpu_count() or 2)),
@@ -93,7 +107,7 @@ def session(app_name: str = "cogra", master: str = "local[*]", **conf: Any) -> "
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {**LOCAL_DEFAULTS, **{str(k): v for k, v in conf.items()}}
+    settings = {**local_defaults(master), **{str(k): v for k, v in conf.items()}}
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
