@@ -235,6 +235,38 @@ class TestThriftServer:
         assert len(addresses) >= 3, addresses  # JDBC, driver RPC, block manager at least
         assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]") for a in addresses), addresses
 
+    def test_thrift_a_killed_clients_query_is_cancelled(self, thrift):
+        """A client that runs its statement asynchronously (Hive JDBC, BI tools, PyHive with
+        async_) and dies: the server notices the dropped connection, closes the session and
+        cancels the running job instead of computing it to the end."""
+        long_query = ("SELECT COUNT(*) FROM MATCH_TREND(TABLE(SELECT 'A' AS type, id AS time, "
+                      "id % 7 AS v FROM range(500000000)), 'RETURN COUNT(*) PATTERN A+ "
+                      "WHERE A.v < NEXT(A).v WITHIN 100 sec')")
+        client = (f"from pyhive import hive\nimport time\n"
+                  f"c = hive.connect(host='{thrift.host}', port={thrift.port}, auth='NONE', "
+                  f"username='x').cursor()\nc.execute({long_query!r}, async_=True)\n"
+                  "print('running', flush=True)\nwhile True:\n    time.sleep(0.5); c.poll()\n")
+        start = len(thrift.log_path.read_text(errors="replace"))
+
+        def log_since_start() -> str:
+            return thrift.log_path.read_text(errors="replace")[start:]
+
+        proc = subprocess.Popen([sys.executable, "-c", client], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "running"
+            deadline = time.monotonic() + 60
+            while "Starting task" not in log_since_start():  # the job runs
+                assert time.monotonic() < deadline, thrift.log_tail()
+                time.sleep(0.5)
+            time.sleep(2)
+        finally:
+            proc.kill()
+            proc.wait()
+        killed = time.monotonic()
+        while "SPARK_JOB_CANCELLED" not in log_since_start():
+            assert time.monotonic() - killed < 30, thrift.log_tail()
+            time.sleep(0.5)
+
     def test_thrift_server_runs_match_trend(self, thrift, stock_parquet):
         path, table = stock_parquet
         connection, cursor = hive_cursor(thrift)
