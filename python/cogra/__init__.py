@@ -19,6 +19,7 @@ from cogra.api import (  # noqa: E402
     result_schema,
 )
 from cogra.errors import AggregateOverflowError, CograError, DataError, QueryError  # noqa: E402
+from cogra.runtime.online import OnlineEvaluation  # noqa: E402
 
 __all__ = [
     "MAX_WINDOWS_PER_EVENT",
@@ -26,6 +27,7 @@ __all__ = [
     "CograDataWarning",
     "CograError",
     "DataError",
+    "OnlineEvaluation",
     "QueryError",
     "evaluate",
     "evaluate_batches",

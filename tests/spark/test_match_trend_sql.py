@@ -495,7 +495,7 @@ SLICED_QUERIES = {
 @pytest.mark.parametrize("name", list(SLICED_QUERIES))
 def test_key_groups_evaluated_in_time_slices_equal_the_whole_table(name, slice_rows, timestamps):
     # Each window is evaluated independently, so a key group's windows may be evaluated a
-    # time slice at a time, before the group is complete (cogra.spark.slices): every
+    # time slice at a time, before the group is complete (cogra.runtime.slices): every
     # window exactly once, none cut short -- with NULL times, key changes right after a
     # slice, and timestamps in other units.
     from cogra import datasets

@@ -53,7 +53,7 @@ from pyspark.sql.udtf import (
 import cogra
 from cogra.errors import CograDataWarning, CograError, DataError
 from cogra.language.ast import AttrRef, Query, Span
-from cogra.spark.slices import WindowSlices
+from cogra.runtime.slices import WindowSlices
 from cogra.spark.worker_heap import retain_freed_memory
 
 FUNCTION_NAME = "MATCH_TREND"
@@ -531,7 +531,7 @@ class _ChunkedEvaluator:
     Under integral windows (``slices``) a key group need not be complete: once its open
     rows reach ``slice_rows`` (or the evaluator's pace's, :class:`SlicePace`), the windows
     complete by its last row are evaluated and the rows no later window needs are dropped
-    (:mod:`cogra.spark.slices`).  Memory is then bounded by CHUNK_ROWS plus two windows'
+    (:mod:`cogra.runtime.slices`).  Memory is then bounded by CHUNK_ROWS plus two windows'
     rows of one group; without windows, by CHUNK_ROWS plus the largest key group.
     """
 
@@ -749,7 +749,7 @@ class Route(Enum):
     """Complete key groups, several per engine call (:class:`_ChunkedEvaluator`)."""
     SLICED = "sliced"
     """As chunked, and a group that grows past the slice size is evaluated a time slice
-    at a time (:mod:`cogra.spark.slices`)."""
+    at a time (:mod:`cogra.runtime.slices`)."""
 
 
 ROUTE_SETTING = "spark.cogra.worker.route"
