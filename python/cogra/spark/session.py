@@ -183,12 +183,25 @@ def match_trend(
     *,
     type_column: str | None = None,
     time_column: str = "time",
+    watermark: str | None = None,
 ) -> "DataFrame":
     """Evaluate a COGRA ``query`` over ``df``: the DataFrame form of ``MATCH_TREND``.
 
     Uses the shim when the session has the extension (Arrow streaming, pushdown), and the
-    Python UDTF otherwise; both give the same rows.
+    Python UDTF otherwise; both give the same rows.  A streaming ``df`` needs
+    ``watermark`` (how late an event may arrive, e.g. ``'30 seconds'``) and a query with
+    WITHIN: each window's rows are emitted once the watermark passes its end
+    (:mod:`cogra.spark.streaming`).
     """
+    if df.isStreaming:
+        from cogra.spark.streaming import match_trend_stream
+
+        if watermark is None:
+            raise ValueError("a streaming DataFrame needs watermark=, how late an event may "
+                             "arrive (e.g. watermark='30 seconds'): a window's rows are final "
+                             "only once no event of it can come any more")
+        return match_trend_stream(df, query, watermark=watermark, type_column=type_column,
+                                  time_column=time_column)
     spark = df.sparkSession
     columns = {"time_column": time_column}
     if type_column is not None:

@@ -1,0 +1,164 @@
+"""MATCH_TREND over a streaming DataFrame: ``match_trend(stream_df, query, watermark=...)``.
+
+Each group of the query's plain GROUP-BY keys (one group without keys) is an
+:class:`cogra.runtime.online.OnlineEvaluation` kept in Spark's state store, driven by
+Spark's own stateful operator ``transformWithStateInPandas`` in event-time mode:
+
+* a micro-batch's rows of a group are pushed, then the watermark Spark computed (the
+  largest event time seen minus the delay, over all partitions) closes windows, whose rows
+  are emitted -- output mode Append, each (window, group) row once;
+* an event-time timer at the group's next window end closes its windows when no more of
+  its rows arrive;
+* the evaluation's snapshot is the group's state (one binary value), so a query restarted
+  from its checkpoint continues where it stopped.
+
+Rows older than the watermark are dropped by Spark before the operator, and counted in
+the query's progress (``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``).
+
+Why ``transformWithStateInPandas`` rather than ``applyInPandasWithState``: timers per
+group at exact event times (the next window end), several state variables and TTL if
+needed later, and the RocksDB state store it is built for; ``applyInPandasWithState``
+offers one timeout per group and a state of fixed columns.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql.streaming import StatefulProcessor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
+EVENT_TIME = "__cogra_event_time"
+"""The event-time column the watermark is set on (the time column as a timestamp)."""
+ALL = "__cogra_all"
+"""The one grouping key of a query without plain GROUP-BY keys."""
+ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def _delay_seconds(text: str) -> float:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|"
+                         r"hours?|days?)\s*", text, re.I)
+    if not match:
+        raise ValueError(f"watermark must be a delay such as '30 seconds', not {text!r}")
+    unit = match.group(2).lower()
+    scale = 0.001 if unit.startswith("m") and unit not in ("min", "mins", "minute", "minutes") \
+        else 60 if unit.startswith("min") else 3600 if unit.startswith("hour") \
+        else 86400 if unit.startswith("day") else 1
+    return float(match.group(1)) * scale
+
+
+def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_column: str | None = None,
+                       time_column: str = "time") -> "DataFrame":
+    """The streaming form of ``MATCH_TREND`` (see the module docstring): ``watermark`` is
+    how late an event may arrive, e.g. ``'30 seconds'``."""
+    import cogra
+    from pyspark.sql import functions as F
+
+    from cogra.spark.udtf import _arrow_schema, _spark_schema, plain_group_keys
+
+    q = cogra.parse(query)
+    if q.window is None:
+        raise cogra.QueryError("a streaming MATCH_TREND needs WITHIN: without it its one window never "
+                               "closes, and nothing could ever be emitted", q.text, q.pattern.span)
+    delay = _delay_seconds(watermark)
+    schema = _arrow_schema(df.schema)
+    output = cogra.result_schema(q, schema, type_column=type_column, time_column=time_column)
+    keys = list(plain_group_keys(query))
+    time_type = schema.field(time_column).type
+    if pa.types.is_timestamp(time_type):
+        event_time = F.col(time_column)
+    elif pa.types.is_integer(time_type):
+        event_time = F.timestamp_seconds(F.col(time_column))
+    else:
+        raise cogra.QueryError("a streaming MATCH_TREND needs an integer or timestamp time column", q.text)
+    spark = df.sparkSession
+    if spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") != ROCKSDB:
+        spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    columns = list(df.columns)
+    events = df.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, watermark)
+    if not keys:
+        events = events.withColumn(ALL, F.lit(0))
+        keys = [ALL]
+    processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay, output)
+    return events.groupBy(*keys).transformWithStateInPandas(
+        statefulProcessor=processor,
+        outputStructType=_spark_schema(output),
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+
+
+class MatchTrendProcessor(StatefulProcessor):
+    """The per-group stateful processor: an OnlineEvaluation restored from and saved to the
+    group's state around each call."""
+
+    def __init__(self, query: str, schema: pa.Schema, columns: list[str], type_column: str | None,
+                 time_column: str, delay: float, output: pa.Schema):
+        self.query = query
+        self.schema = schema
+        self.columns = columns
+        self.type_column = type_column
+        self.time_column = time_column
+        self.delay = delay
+        self.output = output
+
+    def init(self, handle: Any) -> None:
+        from pyspark.sql.types import BinaryType, StructField, StructType
+
+        self.handle = handle
+        self.saved = handle.getValueState("evaluation", StructType([StructField("snapshot", BinaryType())]))
+
+    def _online(self) -> Any:
+        from cogra.runtime.online import OnlineEvaluation
+
+        online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
+                                  time_column=self.time_column, delay=self.delay, on_overflow="null")
+        if self.saved.exists():
+            online.restore(bytes(self.saved.get()[0]))
+        return online
+
+    def _watermark(self, online: Any, timer_values: Any) -> int | None:
+        """Spark's watermark (ms since the epoch) in the time column's units."""
+        ms = timer_values.getCurrentWatermarkInMs()
+        if ms is None or ms <= 0:  # Spark's "no watermark yet" (its first batches)
+            return None
+        if pa.types.is_timestamp(self.schema.field(self.time_column).type):
+            return int(ms) * 1000
+        return int(ms) // 1000
+
+    def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
+        watermark = self._watermark(online, timer_values)
+        out = online.advance(watermark) if watermark is not None else None
+        st = online.state
+        for t in list(self.handle.listTimers()):
+            self.handle.deleteTimer(t)
+        if st.held is not None and st.held.num_rows:
+            size, step = online.slices.size, online.slices.step
+            first = st.emitted_before
+            if first is None:  # the first window holding the earliest event
+                first = ((int(online.slices.times(st.held).min()) - size) // step + 1) * step
+            end = first + size  # the next window to close ends here
+            micros = pa.types.is_timestamp(self.schema.field(self.time_column).type)
+            self.handle.registerTimer(-(-end // 1000) if micros else end * 1000)
+        self.saved.update((online.snapshot(),))
+        if out is not None and out.num_rows:
+            yield out.to_pandas(types_mapper=None)
+
+    def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        online = self._online()
+        for pdf in rows:
+            online.push(pa.Table.from_pandas(pdf[self.columns], schema=self.schema, preserve_index=False))
+        yield from self._close(online, timerValues)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+        yield from self._close(self._online(), timerValues)
+
+    def close(self) -> None:
+        pass
+
+
+__all__ = ["MatchTrendProcessor", "match_trend_stream"]

@@ -1,0 +1,211 @@
+"""MATCH_TREND over Structured Streaming (``match_trend(stream_df, query, watermark=...)``):
+a real file source with files added while the query runs, a Parquet sink with a
+checkpoint; the rows equal batch MATCH_TREND's for the windows the watermark closed,
+across a stop and restart and across a killed driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("pyspark")
+
+import cogra  # noqa: E402
+from cogra import datasets  # noqa: E402
+from tests.spark.rows import same_rows  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+ROOT = Path(__file__).resolve().parents[2]
+START = 1_700_000_000  # epoch seconds: Spark's first watermark (0) would drop events at time 0
+DELAY = 5
+SIMPLE = ("RETURN sector, COUNT(*), AVG(B.price) PATTERN SEQ(Stock A, Stock B) SEMANTICS next "
+          "GROUP-BY sector WITHIN 10 seconds")
+# q3's shape (mixed-grained, variable keys) under a sliding window.
+MIXED = ("RETURN sector, A.company, B.company, COUNT(*), AVG(B.price) PATTERN SEQ(Stock A+, Stock B+) "
+         "WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price "
+         "GROUP-BY sector, A.company, B.company WITHIN 20 seconds SLIDE 5 seconds")
+
+
+def events(n: int = 3000, seed: int = 3) -> pa.Table:
+    return datasets.stock(n, seed=seed, start=START)
+
+
+def closed_rows(query: str, table: pa.Table) -> list[tuple]:
+    """Batch MATCH_TREND's rows of the windows the final watermark (largest time minus the
+    delay) has passed."""
+    want = cogra.evaluate(query, table, on_overflow="null")
+    watermark = int(pc.max(table["time"]).as_py()) - DELAY
+    want = want.filter(pc.less_equal(want["window_end"], watermark))
+    return [tuple(r.values()) for r in want.to_pylist()]
+
+
+def sink_rows(path: Path, columns: list[str]) -> list[tuple]:
+    if not path.exists() or not any(path.glob("*.parquet")):
+        return []
+    return [tuple(r.values()) for r in pq.read_table(path).select(columns).to_pylist()]
+
+
+def start(spark, root: Path, query: str, schema):
+    from cogra.spark import match_trend
+
+    stream = spark.readStream.schema(schema).parquet(str(root / "in"))
+    out = match_trend(stream, query, watermark=f"{DELAY} seconds")
+    return (out.writeStream.format("parquet").option("path", str(root / "out"))
+            .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start())
+
+
+@pytest.fixture
+def stream_conf(spark):
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    yield spark
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+
+
+@pytest.mark.parametrize("query", [SIMPLE, MIXED], ids=["pattern-grained", "mixed-grained"])
+def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query):
+    spark = stream_conf
+    table = events()
+    (tmp_path / "in").mkdir()
+    parts = [table.slice(i, 400) for i in range(0, table.num_rows, 400)]
+    pq.write_table(parts[0], tmp_path / "in" / "p00.parquet")
+    writer = start(spark, tmp_path, query, spark.createDataFrame(table.slice(0, 1)).schema)
+    try:
+        for i, part in enumerate(parts[1:], 1):
+            writer.processAllAvailable()
+            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
+        writer.processAllAvailable()
+        progress = writer.lastProgress
+    finally:
+        writer.stop()
+    want = closed_rows(query, table)
+    columns = cogra.result_schema(query, table.schema).names
+    got = sink_rows(tmp_path / "out", columns)
+    assert len(want) > 50 and same_rows(got, want)
+    assert progress["stateOperators"][0]["numRowsDroppedByWatermark"] == 0
+
+
+def test_late_events_are_dropped_and_counted(stream_conf, tmp_path):
+    spark = stream_conf
+    table = events(1200)
+    (tmp_path / "in").mkdir()
+    pq.write_table(table, tmp_path / "in" / "p0.parquet")
+    writer = start(spark, tmp_path, SIMPLE, spark.createDataFrame(table.slice(0, 1)).schema)
+    try:
+        writer.processAllAvailable()
+        late = table.slice(0, 50)  # long behind the watermark now
+        pq.write_table(late, tmp_path / "in" / "p1.parquet")
+        writer.processAllAvailable()
+        dropped = sum(p["stateOperators"][0]["numRowsDroppedByWatermark"] for p in writer.recentProgress)
+    finally:
+        writer.stop()
+    assert dropped == 50
+    got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
+    assert same_rows(got, closed_rows(SIMPLE, table))  # the late copies matched nothing
+
+
+def test_restart_from_the_checkpoint_after_a_stop(stream_conf, tmp_path):
+    spark = stream_conf
+    table = events()
+    (tmp_path / "in").mkdir()
+    parts = [table.slice(i, 500) for i in range(0, table.num_rows, 500)]
+    schema = spark.createDataFrame(table.slice(0, 1)).schema
+    for round_ in (parts[:3], parts[3:]):
+        writer = start(spark, tmp_path, SIMPLE, schema)
+        try:
+            for part in round_:
+                n = len(list((tmp_path / "in").glob("*.parquet")))
+                pq.write_table(part, tmp_path / "in" / f"p{n:02}.parquet")
+                writer.processAllAvailable()
+        finally:
+            writer.stop()
+    got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
+    assert same_rows(got, closed_rows(SIMPLE, table))
+
+
+DRIVER = textwrap.dedent("""
+    import sys, time
+    import pyarrow.parquet as pq
+    from cogra.spark import session, match_trend
+    root, query, delay = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    spark = session(master="local[2]", **{"spark.sql.shuffle.partitions": "2",
+                                          "spark.sql.ansi.enabled": "false"})
+    schema = spark.read.parquet(root + "/schema.parquet").schema
+    stream = spark.readStream.schema(schema).parquet(root + "/in")
+    writer = (match_trend(stream, query, watermark=f"{delay} seconds").writeStream.format("parquet")
+              .option("path", root + "/out").option("checkpointLocation", root + "/checkpoint")
+              .outputMode("append").start())
+    print("started", flush=True)
+    while True:
+        writer.processAllAvailable()
+        print("batch", writer.lastProgress and writer.lastProgress["batchId"], flush=True)
+        time.sleep(0.2)
+""")
+
+
+def test_restart_from_the_checkpoint_after_the_driver_is_killed(tmp_path):
+    """The whole driver process is killed with SIGKILL mid-stream; a new one started on the
+    same checkpoint finishes the stream; the sink holds exactly the uninterrupted rows."""
+    table = events()
+    (tmp_path / "in").mkdir()
+    pq.write_table(table.slice(0, 1), tmp_path / "schema.parquet")
+    parts = [table.slice(i, 500) for i in range(0, table.num_rows, 500)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), str(ROOT)]),
+           "COGRA_GENERATED_KERNELS": "0", "COGRA_BACKGROUND_COMPILE": "0"}
+
+    def driver() -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), SIMPLE, str(DELAY)],
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                env=env, start_new_session=True)
+
+    def wait_batches(proc: subprocess.Popen, n: int) -> None:
+        seen = 0
+        deadline = time.monotonic() + 240
+        while seen < n:
+            line = proc.stdout.readline()
+            assert line and time.monotonic() < deadline, "the driver stopped"
+            seen += line.startswith("batch")
+
+    first = driver()
+    try:
+        for i, part in enumerate(parts[:4]):
+            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
+            wait_batches(first, 2)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    second = driver()
+    try:
+        for i, part in enumerate(parts[4:], 4):
+            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
+            wait_batches(second, 2)
+        wait_batches(second, 3)
+    finally:
+        os.killpg(second.pid, signal.SIGKILL)
+        second.wait()
+    got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
+    want = closed_rows(SIMPLE, table)
+    assert len(got) == len(want) and same_rows(got, want)
+
+
+def test_a_streaming_call_needs_within_and_a_watermark(spark, tmp_path):
+    from cogra.spark import match_trend
+
+    table = events(10)
+    pq.write_table(table, tmp_path / "p.parquet")
+    stream = spark.readStream.schema(spark.createDataFrame(table).schema).parquet(str(tmp_path))
+    with pytest.raises(ValueError, match="needs watermark="):
+        match_trend(stream, SIMPLE)
+    with pytest.raises(cogra.QueryError, match="needs WITHIN"):
+        match_trend(stream, "RETURN COUNT(*) PATTERN Stock A+", watermark="5 seconds")
