@@ -23,7 +23,7 @@ pytest.importorskip("pyspark")
 
 import cogra  # noqa: E402
 from cogra import datasets  # noqa: E402
-from tests.spark.rows import same_rows  # noqa: E402
+from tests.spark.rows import same_rows, sql_literal  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -57,11 +57,18 @@ def sink_rows(path: Path, columns: list[str]) -> list[tuple]:
     return [tuple(r.values()) for r in pq.read_table(path).select(columns).to_pylist()]
 
 
-def start(spark, root: Path, query: str, schema):
+def start(spark, root: Path, query: str, schema, route: str = "dataframe"):
+    """The streaming MATCH_TREND over a file source of ``root/in``, into a Parquet sink
+    with a checkpoint: through ``match_trend`` or SQL over a streaming view."""
     from cogra.spark import match_trend
 
     stream = spark.readStream.schema(schema).parquet(str(root / "in"))
-    out = match_trend(stream, query, watermark=f"{DELAY} seconds")
+    if route == "sql":
+        stream.createOrReplaceTempView("ticks")
+        out = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks), {sql_literal(query)}, "
+                        f"watermark => '{DELAY} seconds')")
+    else:
+        out = match_trend(stream, query, watermark=f"{DELAY} seconds")
     return (out.writeStream.format("parquet").option("path", str(root / "out"))
             .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start())
 
@@ -73,14 +80,16 @@ def stream_conf(spark):
     spark.conf.set("spark.sql.ansi.enabled", "true")
 
 
-@pytest.mark.parametrize("query", [SIMPLE, MIXED], ids=["pattern-grained", "mixed-grained"])
-def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query):
+@pytest.mark.parametrize("query, route", [(SIMPLE, "dataframe"), (MIXED, "dataframe"), (SIMPLE, "sql"),
+                                          (MIXED, "sql")],
+                         ids=["pattern-grained", "mixed-grained", "sql-pattern-grained", "sql-mixed-grained"])
+def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query, route):
     spark = stream_conf
     table = events()
     (tmp_path / "in").mkdir()
     parts = [table.slice(i, 400) for i in range(0, table.num_rows, 400)]
     pq.write_table(parts[0], tmp_path / "in" / "p00.parquet")
-    writer = start(spark, tmp_path, query, spark.createDataFrame(table.slice(0, 1)).schema)
+    writer = start(spark, tmp_path, query, spark.createDataFrame(table.slice(0, 1)).schema, route)
     try:
         for i, part in enumerate(parts[1:], 1):
             writer.processAllAvailable()
@@ -209,3 +218,26 @@ def test_a_streaming_call_needs_within_and_a_watermark(spark, tmp_path):
         match_trend(stream, SIMPLE)
     with pytest.raises(cogra.QueryError, match="needs WITHIN"):
         match_trend(stream, "RETURN COUNT(*) PATTERN Stock A+", watermark="5 seconds")
+
+
+def test_sql_over_a_stream_fails_at_analysis_without_watermark_or_within(spark, tmp_path):
+    from pyspark.errors import AnalysisException
+
+    table = events(10)
+    pq.write_table(table, tmp_path / "p.parquet")
+    spark.readStream.schema(spark.createDataFrame(table).schema).parquet(str(tmp_path)) \
+        .createOrReplaceTempView("ticks_no_watermark")
+    with pytest.raises(AnalysisException, match="needs watermark => '30 seconds'"):
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark), {sql_literal(SIMPLE)})")
+    with pytest.raises(AnalysisException, match="needs WITHIN"):
+        spark.sql("SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark), 'RETURN COUNT(*) PATTERN Stock A+', "
+                  "watermark => '5 seconds')")
+    with pytest.raises(AnalysisException, match="does not take PARTITION BY"):
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark) PARTITION BY (company), "
+                  f"{sql_literal(SIMPLE)}, watermark => '5 seconds')")
+    # A batch call ignores the watermark.
+    spark.createDataFrame(table).createOrReplaceTempView("ticks_batch")
+    rows = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_batch), {sql_literal(SIMPLE)}, "
+                     "watermark => '5 seconds')").collect()
+    assert same_rows([tuple(r) for r in rows],
+                     [tuple(r.values()) for r in cogra.evaluate(SIMPLE, table).to_pylist()])

@@ -39,7 +39,7 @@ ALL = "__cogra_all"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
-def _delay_seconds(text: str) -> float:
+def delay_seconds(text: str) -> float:
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|"
                          r"hours?|days?)\s*", text, re.I)
     if not match:
@@ -49,6 +49,40 @@ def _delay_seconds(text: str) -> float:
         else 60 if unit.startswith("min") else 3600 if unit.startswith("hour") \
         else 86400 if unit.startswith("day") else 1
     return float(match.group(1)) * scale
+
+
+def event_time_sql(time_column: str, time_type: pa.DataType) -> str:
+    """Spark SQL for the event time (a timestamp) of a time column: seconds or a timestamp."""
+    quoted = "`" + time_column.replace("`", "``") + "`"
+    if pa.types.is_timestamp(time_type):
+        return quoted
+    if pa.types.is_integer(time_type):
+        return f"timestamp_seconds({quoted})"
+    raise ValueError("a streaming MATCH_TREND needs an integer or timestamp time column "
+                     f"(its windows close at exact times), not {time_type}")
+
+
+def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
+    """The ``(function, return type)`` the shim's transformWithStateInPandas node runs for
+    ``MATCH_TREND`` over a streaming table: a :class:`MatchTrendProcessor` behind PySpark's
+    own adapter of stateful processors to its worker protocol."""
+    import json
+    import pickle
+
+    from pyspark.sql.streaming.stateful_processor_util import TransformWithStateInPandasUdfUtils
+
+    from cogra.spark.udtf import CograAnalyzeResult
+
+    result = pickle.loads(analyze_result)
+    if not isinstance(result, CograAnalyzeResult):
+        raise TypeError(f"MATCH_TREND: unexpected analyze result {type(result).__name__}")
+    opts = json.loads(options)
+    schema = pa.ipc.read_schema(pa.py_buffer(result.input_schema))
+    processor = MatchTrendProcessor(result.query, schema, list(result.input_columns), result.type_column,
+                                    result.time_column, delay_seconds(result.watermark or "0 seconds"),
+                                    None, on_overflow=opts.get("on_overflow", "error"))
+    utils = TransformWithStateInPandasUdfUtils(processor, "EventTime")
+    return utils.transformWithStateUDF, result.schema
 
 
 def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_column: str | None = None,
@@ -64,7 +98,7 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_colu
     if q.window is None:
         raise cogra.QueryError("a streaming MATCH_TREND needs WITHIN: without it its one window never "
                                "closes, and nothing could ever be emitted", q.text, q.pattern.span)
-    delay = _delay_seconds(watermark)
+    delay = delay_seconds(watermark)
     schema = _arrow_schema(df.schema)
     output = cogra.result_schema(q, schema, type_column=type_column, time_column=time_column)
     keys = list(plain_group_keys(query))
@@ -83,7 +117,9 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_colu
     if not keys:
         events = events.withColumn(ALL, F.lit(0))
         keys = [ALL]
-    processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay, output)
+    ansi = str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
+    processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay, output,
+                                    on_overflow="error" if ansi else "null")
     return events.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=_spark_schema(output),
@@ -96,8 +132,8 @@ class MatchTrendProcessor(StatefulProcessor):
     """The per-group stateful processor: an OnlineEvaluation restored from and saved to the
     group's state around each call."""
 
-    def __init__(self, query: str, schema: pa.Schema, columns: list[str], type_column: str | None,
-                 time_column: str, delay: float, output: pa.Schema):
+    def __init__(self, query: Any, schema: pa.Schema, columns: list[str], type_column: str | None,
+                 time_column: str, delay: float, output: pa.Schema | None, on_overflow: str = "null"):
         self.query = query
         self.schema = schema
         self.columns = columns
@@ -105,6 +141,7 @@ class MatchTrendProcessor(StatefulProcessor):
         self.time_column = time_column
         self.delay = delay
         self.output = output
+        self.on_overflow = on_overflow
 
     def init(self, handle: Any) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
@@ -116,7 +153,7 @@ class MatchTrendProcessor(StatefulProcessor):
         from cogra.runtime.online import OnlineEvaluation
 
         online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
-                                  time_column=self.time_column, delay=self.delay, on_overflow="null")
+                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow)
         if self.saved.exists():
             online.restore(bytes(self.saved.get()[0]))
         return online
@@ -151,7 +188,8 @@ class MatchTrendProcessor(StatefulProcessor):
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         online = self._online()
         for pdf in rows:
-            online.push(pa.Table.from_pandas(pdf[self.columns], schema=self.schema, preserve_index=False))
+            table = pa.Table.from_pandas(pdf[self.columns], preserve_index=False)
+            online.push(table.cast(self.schema) if not table.schema.equals(self.schema) else table)
         yield from self._close(online, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:

@@ -62,6 +62,8 @@ FUNCTION_NAME = "MATCH_TREND"
 FILTER_ALIAS = "__cogra_filter__"
 #: Prefix of the columns the shim adds for a user's ``PARTITION BY`` expressions.
 KEY_PREFIX = "__cogra_pk_"
+#: Alias of the event-time column a streaming call selects for Spark's watermark.
+EVENT_TIME_ALIAS = "__cogra_event_time"
 MAX_GROUP_ROWS = 5_000_000
 """Rows of one key group a worker holds at most (its memory: ~0.6 GB per million rows of a
 mixed-grained query without WITHIN); the streamed and sliced routes hold far fewer."""
@@ -91,7 +93,7 @@ SLICE_SECONDS = 0.004
 
 USAGE = (
     f"{FUNCTION_NAME}(TABLE(t), 'RETURN ... PATTERN ...' "
-    "[, type_column => 'type'] [, time_column => 'time'])"
+    "[, type_column => 'type'] [, time_column => 'time'] [, watermark => '30 seconds'])"
 )
 
 
@@ -114,6 +116,10 @@ class CograAnalyzeResult(AnalyzeResult):
     input_columns: tuple[str, ...] = ()
     #: SQL predicate every row the query can use satisfies, or None.
     filter_sql: str | None = None
+    #: How late a streamed event may arrive (``watermark => '30 seconds'``), or None.
+    watermark: str | None = None
+    #: The selected input columns' Arrow schema (serialized).
+    input_schema: bytes = b""
 
 
 # ---------------------------------------------------------------------------
@@ -208,10 +214,12 @@ def analyze_call(
     query: AnalyzeArgument | None,
     type_column: AnalyzeArgument | None = None,
     time_column: AnalyzeArgument | None = None,
+    watermark: AnalyzeArgument | None = None,
 ) -> CograAnalyzeResult:
     if input is None or not input.isTable or not isinstance(input.dataType, StructType):
         raise analysis_error(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
     text = _string_argument(query, "a query", None, required=True)
+    delay = _string_argument(watermark, "watermark", None)
     # No type_column: "type" if the table has it (else a one-type pattern reads every row
     # as its type); a named one must exist.
     type_col = _string_argument(type_column, "type_column", None)
@@ -235,6 +243,19 @@ def analyze_call(
     select = [SelectedColumn(quote_identifier(c)) for c in selected]
     if filter_sql:
         select.append(SelectedColumn(f"({filter_sql})", alias=FILTER_ALIAS))
+    if delay is not None:  # a stream's event time, for Spark's watermark (cogra.spark.streaming)
+        from cogra.spark.streaming import delay_seconds, event_time_sql
+
+        try:
+            delay_seconds(delay)
+            q = cogra.parse(text)
+            if q.window is None:
+                raise cogra.QueryError("a streaming MATCH_TREND needs WITHIN: without it its one window "
+                                       "never closes, and nothing could ever be emitted", text, q.pattern.span)
+            select.append(SelectedColumn(event_time_sql(time_name, in_schema.field(time_name).type),
+                                         alias=EVENT_TIME_ALIAS))
+        except (ValueError, CograError) as e:
+            raise analysis_error(f"{FUNCTION_NAME}: {e}") from None
 
     return CograAnalyzeResult(
         schema=_spark_schema(out_schema),
@@ -248,6 +269,8 @@ def analyze_call(
         key_columns=keys,
         input_columns=tuple(selected),
         filter_sql=filter_sql,
+        watermark=delay,
+        input_schema=pa.schema([in_schema.field(c) for c in selected]).serialize().to_pybytes(),
     )
 
 
@@ -422,7 +445,7 @@ class _Evaluator:
         self.max_windows_per_event = cogra.MAX_WINDOWS_PER_EVENT
         self.query = with_partition_keys(result.query, partition_keys)
         self.on_overflow = on_overflow
-        self.drop = {FILTER_ALIAS}
+        self.drop = {FILTER_ALIAS, EVENT_TIME_ALIAS}
         self.target = _target_schema(result)
         self.pace = pace
 
@@ -1002,11 +1025,12 @@ class MatchTrendUDTF:
         query: AnalyzeArgument | None = None,
         type_column: AnalyzeArgument | None = None,
         time_column: AnalyzeArgument | None = None,
+        watermark: AnalyzeArgument | None = None,
     ) -> AnalyzeResult:
-        return analyze_call(input, query, type_column, time_column)
+        return analyze_call(input, query, type_column, time_column, watermark)
 
     def eval(self, input: pa.RecordBatch, query: Any = None, type_column: Any = None,
-             time_column: Any = None) -> Iterator[pa.Table]:
+             time_column: Any = None, watermark: Any = None) -> Iterator[pa.Table]:
         batch = self._evaluator.prepare(input)
         if batch.num_rows:
             self._batches.append(batch)

@@ -3,7 +3,9 @@ package org.apache.spark.sql.cogra
 import org.apache.spark.SparkEnv
 import org.apache.spark.api.python.PythonEvalType
 import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedAttribute}
-import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Expression, FunctionTableSubqueryArgumentExpression, NamedArgumentExpression, NamedExpression, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
+import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Expression, FunctionTableSubqueryArgumentExpression, Literal, NamedArgumentExpression, NamedExpression, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
+import org.apache.spark.sql.classic
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser
 import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, MapInArrow, Project, Repartition, RepartitionByExpression, Sort}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
@@ -37,6 +39,12 @@ private[cogra] object MatchTrend {
   val MapFactory = "make_map_function"
   val FilterAlias = "__cogra_filter__"
   val KeyPrefix = "__cogra_pk_"
+  val EventTimeAlias = "__cogra_event_time"
+  val AllKey = "__cogra_all"
+  val StreamModule = "cogra.spark.streaming"
+  val StreamFactory = "make_stream_command"
+  val StateStoreKey = "spark.sql.streaming.stateStore.providerClass"
+  val RocksDBProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
   val SettingsPrefix = "spark.cogra."
 
   private def tableArgument(e: Expression): Option[FunctionTableSubqueryArgumentExpression] =
@@ -62,7 +70,73 @@ private[cogra] object MatchTrend {
       fail(s"$DisplayName takes exactly one TABLE argument: " +
         s"$DisplayName(TABLE(t), 'RETURN ... PATTERN ...')")
     }
-    plan(tables.head, analyzed, exec)
+    if (tables.head.plan.isStreaming) {
+      planStream(tables.head, analyzed, exec, watermarkArgument(args))
+    } else {
+      plan(tables.head, analyzed, exec)
+    }
+  }
+
+  /** The `watermark => '30 seconds'` argument (checked by the Python analyze step). */
+  private def watermarkArgument(args: Seq[Expression]): Option[String] = args.collectFirst {
+    case NamedArgumentExpression(name, value) if name.equalsIgnoreCase("watermark") && value.foldable =>
+      value.eval().toString
+  }
+
+  /**
+   * A streaming TABLE argument: Spark's own stateful operator, transformWithStateInPandas in
+   * event-time mode, keyed by the query's plain GROUP-BY keys, over the input with a
+   * watermark on its event time (`cogra.spark.streaming` holds the per-group processor).
+   */
+  private def planStream(
+      table: FunctionTableSubqueryArgumentExpression,
+      analyzed: PythonUDTFAnalyzeResult,
+      exec: String,
+      watermark: Option[String]): LogicalPlan = {
+    val delay = watermark.getOrElse(fail(
+      s"$DisplayName over a streaming table needs watermark => '30 seconds' (how late an event " +
+        "may arrive): a window's rows are final only once no event of it can come any more"))
+    if (table.partitionByExpressions.nonEmpty) {
+      fail(s"$DisplayName over a streaming table does not take PARTITION BY: put the columns " +
+        "in the query's GROUP-BY, which partitions by them")
+    }
+    val (filters, rest) =
+      analyzed.selectedInputExpressions.partition(_.alias.contains(FilterAlias))
+    var child: LogicalPlan = table.plan
+    filters.foreach(f => child = Filter(f.expression, child))
+    val keyNames = analyzed.partitionByExpressions.map {
+      case a: UnresolvedAttribute => a.nameParts.last
+      case e => fail(s"$DisplayName: unexpected key ${e.sql}")
+    }
+    val projectList = rest.map(named) ++
+      (if (keyNames.isEmpty) Seq(Alias(Literal(0), AllKey)()) else Nil)
+    child = Project(projectList, child)
+    val session = SparkSession.active.asInstanceOf[classic.SparkSession]
+    // transformWithState keeps its state in RocksDB only: the session's default (HDFS-backed)
+    // store is switched over; a store the user chose is an error that says so.
+    SQLConf.get.getConfString(StateStoreKey, "") match {
+      case RocksDBProvider =>
+      case "" => session.conf.set(StateStoreKey, RocksDBProvider)
+      case other => fail(s"$DisplayName over a streaming table keeps its state with Spark's " +
+        s"transformWithState, which needs $StateStoreKey=$RocksDBProvider, not $other")
+    }
+    val input = classic.Dataset.ofRows(session, child).withWatermark(EventTimeAlias, delay)
+    val groups = (if (keyNames.isEmpty) Seq(AllKey) else keyNames).map(k => input.col(k))
+    val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
+    val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}""" + "}"
+    val command = PythonCommands.call(StreamModule, StreamFactory, Seq(
+      PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options)))
+    val udf = PythonUDF(
+      name = DisplayName,
+      func = PythonCommands.function(command, exec),
+      dataType = analyzed.schema,
+      children = input.logicalPlan.output,
+      evalType = PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF,
+      udfDeterministic = true)
+    input.groupBy(groups: _*)
+      .transformWithStateInPandas(classic.ExpressionUtils.column(udf), analyzed.schema, "Append",
+        "EventTime", null, "")
+      .logicalPlan
   }
 
   /**
@@ -124,8 +198,9 @@ private[cogra] object MatchTrend {
       table: FunctionTableSubqueryArgumentExpression,
       analyzed: PythonUDTFAnalyzeResult,
       exec: String): LogicalPlan = {
-    val (filters, columns) =
-      analyzed.selectedInputExpressions.partition(_.alias.contains(FilterAlias))
+    val (filters, columns) = analyzed.selectedInputExpressions
+      .filterNot(_.alias.contains(EventTimeAlias))  // a watermark => argument: streams only
+      .partition(_.alias.contains(FilterAlias))
     if (columns.isEmpty) {
       fail(s"$DisplayName: the handler selected no input columns")
     }

@@ -80,6 +80,19 @@ private[cogra] object PythonCommands {
     out.toByteArray
   }
 
+  /** `pickle.dumps(module.name(*args))`: whatever the call returns (a whole command). */
+  def call(module: String, name: String, args: Seq[Arg]): Array[Byte] = {
+    val out = new ByteArrayOutputStream()
+    out.write(PROTO.toInt); out.write(3)
+    writeGlobal(out, module, name)
+    out.write(MARK.toInt)
+    args.foreach(writeArg(out, _))
+    out.write(TUPLE.toInt)
+    out.write(REDUCE.toInt)
+    out.write(STOP.toInt)
+    out.toByteArray
+  }
+
   /** A JSON string literal. */
   def jsonString(s: String): String = {
     val sb = new StringBuilder("\"")
