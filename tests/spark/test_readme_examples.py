@@ -63,6 +63,7 @@ def test_readme_spark_examples_run_as_printed(tmp_path):
     assert done.returncode == 0, f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-5000:]}"
     # The Python block's .show() calls printed tables with rows.
     assert done.stdout.count("+----") >= 4, done.stdout[-3000:]
+    assert re.search(r"^[1-9]\d* closed windows$", done.stdout, re.M), done.stdout[-2000:]  # streaming
     results = json.loads(done.stdout.split("RESULTS", 1)[1])
     assert all(r["rows"] > 0 and r["same"] for r in results), results
 
