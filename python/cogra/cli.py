@@ -48,6 +48,10 @@ def _fmt(v: object) -> str:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the report's q1-q3 over generated data: through spark.sql (default) or the engine."""
+    if args.stream:
+        from cogra.spark.demo import run_stream_demo
+
+        return run_stream_demo(seconds=args.seconds, rows=args.rows, master=args.master)
     if not args.no_spark:
         from cogra.spark.demo import run_demo
 
@@ -96,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-spark", action="store_true",
                    help="evaluate with cogra.evaluate in this process instead of spark.sql")
     p.add_argument("--master", default="local[*]", help="Spark master for the demo")
+    p.add_argument("--stream", action="store_true",
+                   help="q3 over a live stock stream, windows printed as they close")
+    p.add_argument("--seconds", type=float, default=30.0, help="how long the --stream demo runs")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("explain", help="show a query's plan")
     p.add_argument("query", nargs="?")

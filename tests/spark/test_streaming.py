@@ -241,3 +241,27 @@ def test_sql_over_a_stream_fails_at_analysis_without_watermark_or_within(spark, 
                      "watermark => '5 seconds')").collect()
     assert same_rows([tuple(r) for r in rows],
                      [tuple(r.values()) for r in cogra.evaluate(SIMPLE, table).to_pylist()])
+
+
+def test_the_data_set_sources_batch_and_stream(spark):
+    """``cogra.stock`` as a batch read is the stream's first rows, deterministic per seed;
+    as a stream it feeds a MATCH_TREND that emits closed windows."""
+    import io
+
+    from cogra.spark import sources
+    from cogra.spark.demo import run_stream_demo
+
+    first = spark.read.format("cogra.stock").option("rows", 25_000).option("seed", 7).load().toArrow()
+    again = spark.read.format("cogra.stock").option("rows", 25_000).option("seed", 7).load().toArrow()
+    want = pa.concat_tables([sources.block("stock", k, 7, sources.DEFAULT_START) for k in (0, 1)]).slice(0, 25_000)
+    order = [("time", "ascending"), ("transaction", "ascending")]
+    assert first.sort_by(order).equals(again.sort_by(order))
+    assert first.sort_by(order).equals(want.sort_by(order))
+    times = want.column("time").to_numpy()
+    assert (times[1:] >= times[:-1]).all() and times[0] >= sources.DEFAULT_START
+
+    out = io.StringIO()
+    assert run_stream_demo(seconds=12, rows_per_second=3000, rows=1, spark=spark, out=out) == 0
+    text = out.getvalue()
+    assert "q3 over a live stock stream" in text
+    assert "after the watermark passed their end" in text, text

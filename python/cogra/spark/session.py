@@ -115,6 +115,9 @@ def session(app_name: str = "cogra", master: str = "local[*]", **conf: Any) -> "
         if key in settings:
             builder = builder.config(key, str(settings[key]))
     spark = configure(builder).getOrCreate()
+    from cogra.spark.sources import register as register_sources
+
+    register_sources(spark)  # cogra.stock, cogra.activity, cogra.rides
     if not has_extension(spark):
         raise RuntimeError(
             "a SparkSession without the cogra extension is already running in this process; "
