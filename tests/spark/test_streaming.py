@@ -227,7 +227,7 @@ def test_sql_over_a_stream_fails_at_analysis_without_watermark_or_within(spark, 
     pq.write_table(table, tmp_path / "p.parquet")
     spark.readStream.schema(spark.createDataFrame(table).schema).parquet(str(tmp_path)) \
         .createOrReplaceTempView("ticks_no_watermark")
-    with pytest.raises(AnalysisException, match="needs watermark => '30 seconds'"):
+    with pytest.raises(AnalysisException, match="needs watermark => .30 seconds. .how late an event may arrive., or a watermark on the input"):
         spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark), {sql_literal(SIMPLE)})")
     with pytest.raises(AnalysisException, match="needs WITHIN"):
         spark.sql("SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark), 'RETURN COUNT(*) PATTERN Stock A+', "
@@ -265,3 +265,35 @@ def test_the_data_set_sources_batch_and_stream(spark):
     text = out.getvalue()
     assert "q3 over a live stock stream" in text
     assert "after the watermark passed their end" in text, text
+
+
+def test_the_inputs_own_watermark_serves(stream_conf, tmp_path):
+    """A streaming view with withWatermark on its timestamp time column needs no
+    watermark => argument."""
+    spark = stream_conf
+    table = events(2500)
+    stamped = table.set_column(table.schema.get_field_index("time"), "time",
+                               pc.multiply(table["time"], 1_000_000).cast(pa.timestamp("us", tz="UTC")))
+    (tmp_path / "in").mkdir()
+    parts = [stamped.slice(i, 500) for i in range(0, stamped.num_rows, 500)]
+    pq.write_table(parts[0], tmp_path / "in" / "p00.parquet")
+    schema = spark.createDataFrame(stamped.slice(0, 1)).schema
+    stream = spark.readStream.schema(schema).parquet(str(tmp_path / "in")).withWatermark("time", f"{DELAY} seconds")
+    stream.createOrReplaceTempView("stamped_ticks")
+    out = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stamped_ticks), {sql_literal(SIMPLE)})")
+    writer = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
+    try:
+        for i, part in enumerate(parts[1:], 1):
+            writer.processAllAvailable()
+            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
+        writer.processAllAvailable()
+    finally:
+        writer.stop()
+    want = cogra.evaluate(SIMPLE, stamped, on_overflow="null")
+    last = pc.max(table["time"]).as_py() - DELAY
+    want = want.filter(pc.less_equal(pc.cast(want["window_end"], pa.int64()), last * 1_000_000))
+    columns = want.column_names
+    got = pq.read_table(tmp_path / "out").select(columns)
+    assert want.num_rows > 50
+    assert same_rows([tuple(r.values()) for r in got.to_pylist()], [tuple(r.values()) for r in want.to_pylist()])

@@ -199,10 +199,11 @@ def match_trend(
     if df.isStreaming:
         from cogra.spark.streaming import match_trend_stream
 
-        if watermark is None:
+        if watermark is None and "EventTimeWatermark" not in df._jdf.queryExecution().logical().toString():
             raise ValueError("a streaming DataFrame needs watermark=, how late an event may "
-                             "arrive (e.g. watermark='30 seconds'): a window's rows are final "
-                             "only once no event of it can come any more")
+                             "arrive (e.g. watermark='30 seconds'), or a watermark of its own "
+                             "(withWatermark): a window's rows are final only once no event of "
+                             "it can come any more")
         return match_trend_stream(df, query, watermark=watermark, type_column=type_column,
                                   time_column=time_column)
     spark = df.sparkSession

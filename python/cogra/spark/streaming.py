@@ -85,10 +85,10 @@ def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     return utils.transformWithStateUDF, result.schema
 
 
-def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_column: str | None = None,
+def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, type_column: str | None = None,
                        time_column: str = "time") -> "DataFrame":
     """The streaming form of ``MATCH_TREND`` (see the module docstring): ``watermark`` is
-    how late an event may arrive, e.g. ``'30 seconds'``."""
+    how late an event may arrive, e.g. ``'30 seconds'`` (None: ``df``'s own watermark)."""
     import cogra
     from pyspark.sql import functions as F
 
@@ -98,7 +98,7 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_colu
     if q.window is None:
         raise cogra.QueryError("a streaming MATCH_TREND needs WITHIN: without it its one window never "
                                "closes, and nothing could ever be emitted", q.text, q.pattern.span)
-    delay = delay_seconds(watermark)
+    delay = delay_seconds(watermark) if watermark is not None else 0.0
     schema = _arrow_schema(df.schema)
     output = cogra.result_schema(q, schema, type_column=type_column, time_column=time_column)
     keys = list(plain_group_keys(query))
@@ -113,7 +113,9 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str, type_colu
     if spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") != ROCKSDB:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     columns = list(df.columns)
-    events = df.withColumn(EVENT_TIME, event_time).withWatermark(EVENT_TIME, watermark)
+    events = df.withColumn(EVENT_TIME, event_time)
+    if watermark is not None:
+        events = events.withWatermark(EVENT_TIME, watermark)
     if not keys:
         events = events.withColumn(ALL, F.lit(0))
         keys = [ALL]

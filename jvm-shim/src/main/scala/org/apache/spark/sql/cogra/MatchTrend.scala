@@ -7,7 +7,7 @@ import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Expression, FunctionTableSubqueryArgumentExpression, Literal, NamedArgumentExpression, NamedExpression, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser
-import org.apache.spark.sql.catalyst.plans.logical.{Filter, LogicalPlan, MapInArrow, Project, Repartition, RepartitionByExpression, Sort}
+import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, Filter, LogicalPlan, MapInArrow, Project, Repartition, RepartitionByExpression, Sort}
 import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.errors.QueryCompilationErrors
 import org.apache.spark.sql.execution.python.UserDefinedPythonTableFunctionAnalyzeRunner
@@ -93,9 +93,14 @@ private[cogra] object MatchTrend {
       analyzed: PythonUDTFAnalyzeResult,
       exec: String,
       watermark: Option[String]): LogicalPlan = {
-    val delay = watermark.getOrElse(fail(
-      s"$DisplayName over a streaming table needs watermark => '30 seconds' (how late an event " +
-        "may arrive): a window's rows are final only once no event of it can come any more"))
+    // The input's own watermark (withWatermark, or WATERMARK in SQL) serves when no
+    // watermark => is given: the operator follows the query's global watermark.
+    val ownWatermark = table.plan.exists(_.isInstanceOf[EventTimeWatermark])
+    if (watermark.isEmpty && !ownWatermark) {
+      fail(s"$DisplayName over a streaming table needs watermark => '30 seconds' (how late an " +
+        "event may arrive), or a watermark on the input (withWatermark): a window's rows are " +
+        "final only once no event of it can come any more")
+    }
     if (table.partitionByExpressions.nonEmpty) {
       fail(s"$DisplayName over a streaming table does not take PARTITION BY: put the columns " +
         "in the query's GROUP-BY, which partitions by them")
@@ -120,7 +125,8 @@ private[cogra] object MatchTrend {
       case other => fail(s"$DisplayName over a streaming table keeps its state with Spark's " +
         s"transformWithState, which needs $StateStoreKey=$RocksDBProvider, not $other")
     }
-    val input = classic.Dataset.ofRows(session, child).withWatermark(EventTimeAlias, delay)
+    val rows = classic.Dataset.ofRows(session, child)
+    val input = watermark.map(delay => rows.withWatermark(EventTimeAlias, delay)).getOrElse(rows)
     val groups = (if (keyNames.isEmpty) Seq(AllKey) else keyNames).map(k => input.col(k))
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
     val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}""" + "}"
