@@ -40,6 +40,13 @@ from cogra.runtime.slices import NULL_TIME, WindowSlices
 SNAPSHOT_FORMAT = 1
 
 
+def require_window(q: Any) -> None:
+    """A streamed query needs WITHIN (SEMANTICS.md section 10)."""
+    if q.window is None:
+        raise QueryError("a streaming query needs WITHIN: without it its one window never "
+                         "closes, and nothing could ever be emitted", q.text, q.pattern.span)
+
+
 @dataclass
 class OnlineState:
     """What an online evaluation carries from batch to batch (and into a snapshot)."""
@@ -75,9 +82,7 @@ class OnlineEvaluation:
 
         self.plan = cogra.plan(query, schema, type_column=type_column, time_column=time_column)
         q = self.plan.bound.query
-        if q.window is None:
-            raise QueryError("a streaming query needs WITHIN: without it its one window never "
-                             "closes, and nothing could ever be emitted", q.text, q.pattern.span)
+        require_window(q)
         limit = MAX_WINDOWS_PER_EVENT if max_windows_per_event is None else max_windows_per_event
         check_windows_per_event(q, limit)
         self.slices = WindowSlices.of(q, schema, time_column)
@@ -202,4 +207,4 @@ class OnlineEvaluation:
                                  header["emitted_before"], dict(header["counters"]))
 
 
-__all__ = ["OnlineEvaluation", "OnlineState"]
+__all__ = ["OnlineEvaluation", "OnlineState", "require_window"]

@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
+from cogra.runtime.online import require_window
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
 
@@ -95,9 +97,7 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
     from cogra.spark.udtf import _arrow_schema, _spark_schema, plain_group_keys
 
     q = cogra.parse(query)
-    if q.window is None:
-        raise cogra.QueryError("a streaming MATCH_TREND needs WITHIN: without it its one window never "
-                               "closes, and nothing could ever be emitted", q.text, q.pattern.span)
+    require_window(q)
     delay = delay_seconds(watermark) if watermark is not None else 0.0
     schema = _arrow_schema(df.schema)
     output = cogra.result_schema(q, schema, type_column=type_column, time_column=time_column)

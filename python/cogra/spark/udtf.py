@@ -244,14 +244,12 @@ def analyze_call(
     if filter_sql:
         select.append(SelectedColumn(f"({filter_sql})", alias=FILTER_ALIAS))
     if delay is not None:  # a stream's event time, for Spark's watermark (cogra.spark.streaming)
+        from cogra.runtime.online import require_window
         from cogra.spark.streaming import delay_seconds, event_time_sql
 
         try:
             delay_seconds(delay)
-            q = cogra.parse(text)
-            if q.window is None:
-                raise cogra.QueryError("a streaming MATCH_TREND needs WITHIN: without it its one window "
-                                       "never closes, and nothing could ever be emitted", text, q.pattern.span)
+            require_window(cogra.parse(text))
             select.append(SelectedColumn(event_time_sql(time_name, in_schema.field(time_name).type),
                                          alias=EVENT_TIME_ALIAS))
         except (ValueError, CograError) as e:

@@ -65,15 +65,20 @@ private[cogra] object PythonCommands {
     out.toByteArray
   }
 
-  /** `pickle.dumps((module.name(*args), None))`: the (function, return type) pair of a UDF. */
-  def udfCall(module: String, name: String, args: Seq[Arg]): Array[Byte] = {
-    val out = new ByteArrayOutputStream()
+  /** Protocol 3, then `module.name(*args)` on the unpickler's stack. */
+  private def writeCall(out: ByteArrayOutputStream, module: String, name: String, args: Seq[Arg]): Unit = {
     out.write(PROTO.toInt); out.write(3)
     writeGlobal(out, module, name)
     out.write(MARK.toInt)
     args.foreach(writeArg(out, _))
     out.write(TUPLE.toInt)
     out.write(REDUCE.toInt)
+  }
+
+  /** `pickle.dumps((module.name(*args), None))`: the (function, return type) pair of a UDF. */
+  def udfCall(module: String, name: String, args: Seq[Arg]): Array[Byte] = {
+    val out = new ByteArrayOutputStream()
+    writeCall(out, module, name, args)
     out.write(NONE.toInt)
     out.write(TUPLE2.toInt)
     out.write(STOP.toInt)
@@ -83,12 +88,7 @@ private[cogra] object PythonCommands {
   /** `pickle.dumps(module.name(*args))`: whatever the call returns (a whole command). */
   def call(module: String, name: String, args: Seq[Arg]): Array[Byte] = {
     val out = new ByteArrayOutputStream()
-    out.write(PROTO.toInt); out.write(3)
-    writeGlobal(out, module, name)
-    out.write(MARK.toInt)
-    args.foreach(writeArg(out, _))
-    out.write(TUPLE.toInt)
-    out.write(REDUCE.toInt)
+    writeCall(out, module, name, args)
     out.write(STOP.toInt)
     out.toByteArray
   }
