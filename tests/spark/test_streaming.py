@@ -105,12 +105,13 @@ def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query
     assert progress["stateOperators"][0]["numRowsDroppedByWatermark"] == 0
 
 
-def test_late_events_are_dropped_and_counted(stream_conf, tmp_path):
+@pytest.mark.parametrize("route", ["dataframe", "sql"])
+def test_late_events_are_dropped_and_counted(stream_conf, tmp_path, route):
     spark = stream_conf
     table = events(1200)
     (tmp_path / "in").mkdir()
     pq.write_table(table, tmp_path / "in" / "p0.parquet")
-    writer = start(spark, tmp_path, SIMPLE, spark.createDataFrame(table.slice(0, 1)).schema)
+    writer = start(spark, tmp_path, SIMPLE, spark.createDataFrame(table.slice(0, 1)).schema, route)
     try:
         writer.processAllAvailable()
         late = table.slice(0, 50)  # long behind the watermark now
@@ -122,6 +123,12 @@ def test_late_events_are_dropped_and_counted(stream_conf, tmp_path):
     assert dropped == 50
     got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
     assert same_rows(got, closed_rows(SIMPLE, table))  # the late copies matched nothing
+    if route == "sql":  # and the driver's log says so (listener events arrive asynchronously)
+        deadline = time.monotonic() + 20
+        while "50 late row(s)" not in (text := spark._jvm.org.apache.spark.sql.cogra.Diagnostics.recent()):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+        assert "were dropped in batch" in text
 
 
 def test_restart_from_the_checkpoint_after_a_stop(stream_conf, tmp_path):

@@ -10,6 +10,10 @@ import net.razorvine.pickle.Unpickler
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.PythonUDF
+import org.apache.spark.sql.catalyst.plans.logical.TransformWithStateInPySpark
+import org.apache.spark.sql.classic
+import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper
+import org.apache.spark.sql.streaming.StreamingQueryListener
 import org.apache.spark.sql.execution.{QueryExecution, SparkPlan}
 import org.apache.spark.sql.execution.adaptive.AdaptiveSparkPlanHelper
 import org.apache.spark.sql.execution.python.MapInArrowExec
@@ -54,16 +58,61 @@ object Diagnostics extends AdaptiveSparkPlanHelper with Logging {
 
   object Listener extends QueryExecutionListener {
     override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit =
-      messages(qe.executedPlan).foreach { m =>
-        logWarning(m)
-        logged.synchronized {
-          logged.addLast(m)
-          while (logged.size > Kept) logged.removeFirst()
-        }
-      }
+      messages(qe.executedPlan).foreach(record)
 
     override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
       messages(qe.executedPlan)  // reset: a failed run's reports are not the next run's
+  }
+
+  private val watchingStreams =
+    Collections.synchronizedMap(new WeakHashMap[SparkSession, java.lang.Boolean]())
+
+  /** Log the late rows of the session's streaming MATCH_TRENDs (once per session). */
+  def watchStreams(session: classic.SparkSession): Unit = {
+    if (watchingStreams.putIfAbsent(session, java.lang.Boolean.TRUE) == null) {
+      session.streams.addListener(new LateRows(session))
+    }
+  }
+
+  /**
+   * Late rows -- at or below the watermark, dropped by Spark before the stateful operator
+   * and counted in its progress -- said in the driver's log too, per micro-batch of a
+   * streaming query planned from SQL's MATCH_TREND.
+   */
+  private class LateRows(session: classic.SparkSession) extends StreamingQueryListener {
+    override def onQueryStarted(event: StreamingQueryListener.QueryStartedEvent): Unit = ()
+    override def onQueryTerminated(event: StreamingQueryListener.QueryTerminatedEvent): Unit = ()
+
+    override def onQueryProgress(event: StreamingQueryListener.QueryProgressEvent): Unit = {
+      val p = event.progress
+      val late = p.stateOperators
+        .filter(_.operatorName.toLowerCase(java.util.Locale.ROOT).contains("transformwithstate"))
+        .map(_.numRowsDroppedByWatermark).sum
+      if (late > 0 && isMatchTrend(p.id)) {
+        val watermark = Option(p.eventTime.get("watermark")).getOrElse("?")
+        record(s"MATCH_TREND stream ${Option(p.name).getOrElse(p.id.toString)}: $late late row(s), " +
+          s"at or below the watermark $watermark, were dropped in batch ${p.batchId} (not matched)")
+      }
+    }
+
+    private def isMatchTrend(id: java.util.UUID): Boolean = Option(session.streams.get(id)).exists {
+      case w: StreamingQueryWrapper => w.streamingQuery.logicalPlan.exists {
+        case t: TransformWithStateInPySpark => t.functionExpr match {
+          case u: PythonUDF => u.name == MatchTrend.DisplayName
+          case _ => false
+        }
+        case _ => false
+      }
+      case _ => false
+    }
+  }
+
+  private def record(message: String): Unit = {
+    logWarning(message)
+    logged.synchronized {
+      logged.addLast(message)
+      while (logged.size > Kept) logged.removeFirst()
+    }
   }
 
   /** The warnings of every MATCH_TREND call in `plan` (its accumulators are reset). */

@@ -125,6 +125,7 @@ private[cogra] object MatchTrend {
       case other => fail(s"$DisplayName over a streaming table keeps its state with Spark's " +
         s"transformWithState, which needs $StateStoreKey=$RocksDBProvider, not $other")
     }
+    Diagnostics.watchStreams(session)
     val rows = classic.Dataset.ofRows(session, child)
     val input = watermark.map(delay => rows.withWatermark(EventTimeAlias, delay)).getOrElse(rows)
     val groups = (if (keyNames.isEmpty) Seq(AllKey) else keyNames).map(k => input.col(k))
