@@ -305,16 +305,14 @@ class Engine:
         self.table = table if ordered else table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
         self.n = self.table.num_rows
         self.time_np = self._numeric_times()
-        if self.n and WindowSpec.of(b.query.window, b.time_type).size is not None \
-                and self.time_np.dtype.kind == "i":
-            spec = WindowSpec.of(b.query.window, b.time_type)
-            check_window_range(int(self.time_np.min()), int(self.time_np.max()), spec.size, spec.step,
-                               b.query.window)
         memo = b.memo  # (built once per bound query: cogra.analysis.binding.BoundQuery.memo)
         if "engine" not in memo:
             memo["engine"] = (WindowSpec.of(b.query.window, b.time_type),
                               Layout(b.query, b.automaton.names, b.schema))
         self.windows, self.layout = memo["engine"]
+        if self.n and self.windows.size is not None and self.time_np.dtype.kind == "i":
+            check_window_range(int(self.time_np.min()), int(self.time_np.max()), self.windows.size,
+                               self.windows.step, b.query.window)
         self.columns = {name: numpy_column(self.table.column(name)) for name in b.predicate_columns}
         self.pairs = PairPredicates(b, self.columns)
         self.absent_types: tuple[str, ...] = ()

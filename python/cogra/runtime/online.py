@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cogra.api import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate, plan, result_schema
 from cogra.errors import CograDataWarning, QueryError
 from cogra.runtime.slices import NULL_TIME, WindowSlices
 
@@ -77,10 +78,7 @@ class OnlineEvaluation:
     def __init__(self, query: Any, schema: pa.Schema, *, type_column: str | None = None,
                  time_column: str = "time", delay: float = 0, on_overflow: str = "error",
                  max_windows_per_event: int | None = None):
-        import cogra
-        from cogra.api import MAX_WINDOWS_PER_EVENT, check_windows_per_event
-
-        self.plan = cogra.plan(query, schema, type_column=type_column, time_column=time_column)
+        self.plan = plan(query, schema, type_column=type_column, time_column=time_column)
         q = self.plan.bound.query
         require_window(q)
         limit = MAX_WINDOWS_PER_EVENT if max_windows_per_event is None else max_windows_per_event
@@ -98,7 +96,7 @@ class OnlineEvaluation:
         unit = 1_000_000 if pa.types.is_timestamp(schema.field(time_column).type) else 1
         self.delay = int(round(delay * unit))
         self.state = OnlineState()
-        self.output_schema = cogra.result_schema(q, schema, type_column=type_column, time_column=time_column)
+        self.output_schema = result_schema(q, schema, type_column=type_column, time_column=time_column)
 
     @property
     def counters(self) -> dict[str, int]:
@@ -160,8 +158,6 @@ class OnlineEvaluation:
     def _emit(self, last: int) -> pa.Table:
         """Evaluate the windows starting in ``[emitted_before, last]`` (all complete) and
         drop the rows no later window needs."""
-        import cogra
-
         st = self.state
         first = st.emitted_before
         if st.held is None or (first is not None and last < first):
@@ -173,7 +169,7 @@ class OnlineEvaluation:
         if rows.num_rows:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", CograDataWarning)
-                result = cogra.evaluate(self.query, rows, type_column=self.type_column,
+                result = evaluate(self.query, rows, type_column=self.type_column,
                                         time_column=self.time_column, on_overflow=self.on_overflow,
                                         max_windows_per_event=self.max_windows_per_event)
             out = self.slices.window_filter(result, first, last).replace_schema_metadata(None)

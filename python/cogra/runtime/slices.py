@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-import cogra
+from cogra.api import parse
 from cogra.runtime.engine import micros
 from cogra.runtime.windows import WindowSpec, is_integral
 
@@ -47,7 +47,7 @@ class WindowSlices:
     @classmethod
     def of(cls, query: str, schema: pa.Schema, time_column: str) -> "WindowSlices | None":
         """For a query whose windows are integral over ``schema``'s ``time_column``, else None."""
-        window = cogra.parse(query).window
+        window = parse(query).window
         if window is None or time_column not in schema.names:
             return None
         time_type = schema.field(time_column).type

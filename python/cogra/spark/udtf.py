@@ -435,12 +435,12 @@ class _Evaluator:
 
     def __init__(self, result: CograAnalyzeResult, on_overflow: str,
                  partition_keys: Sequence[str] = (), pace: SlicePace | None = None,
-                 reported: bool = False):
+                 reported: bool = False, max_windows_per_event: int = cogra.MAX_WINDOWS_PER_EVENT):
         """``reported``: skipped rows go into a :class:`TaskReport` rather than a warning
         on the worker's stderr, which no user reads."""
         self.result = result
         self.reported = reported
-        self.max_windows_per_event = cogra.MAX_WINDOWS_PER_EVENT
+        self.max_windows_per_event = max_windows_per_event
         self.query = with_partition_keys(result.query, partition_keys)
         self.on_overflow = on_overflow
         self.drop = {FILTER_ALIAS, EVENT_TIME_ALIAS}
@@ -892,8 +892,8 @@ def make_map_function(analyze_result: bytes, options: str):
     def evaluate_partition(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         start_task()
         evaluator = _Evaluator(result, on_overflow, partition_keys=user_keys, pace=pace,
-                               reported=report_id is not None)
-        evaluator.max_windows_per_event = settings.max_windows_per_event
+                               reported=report_id is not None,
+                               max_windows_per_event=settings.max_windows_per_event)
         cogra.api.check_windows_per_event(cogra.parse(result.query), settings.max_windows_per_event)
         report = TaskReport.of(result)
         it = map(report.read, map(evaluator.prepare, iter(batches)))
