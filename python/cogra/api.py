@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from typing import Any, Iterable
@@ -179,19 +180,20 @@ def evaluate_batches(
     schema: pa.Schema | None = None,
     type_column: str | None = None,
     time_column: str = "time",
+    delay: float = 0,
     on_overflow: str = "error",
     max_windows_per_event: int = MAX_WINDOWS_PER_EVENT,
 ) -> pa.Table:
-    """Evaluate over a stream of record batches, with memory bounded by the open windows'
-    aggregate states rather than by the events (:mod:`cogra.runtime.stream`).
+    """Evaluate over a stream of record batches in time order, with memory bounded by the
+    open windows (:class:`~cogra.runtime.online.OnlineEvaluation`, advanced after each
+    batch; the rows of each window as it closes, concatenated).  Without WITHIN the one
+    window is the whole stream; integer or timestamp times.
 
-    Each sub-stream's events must arrive in time order across batches (a globally
-    time-ordered stream does).  The result equals :func:`evaluate` over all the batches.
-    Queries that need whole-table evaluation (predicates reading an earlier event,
-    variable keys, fractional windows, decimals, MIN/MAX of strings) raise
-    :class:`~cogra.runtime.stream.StreamingUnsupported` before any batch is read.
+    Events may come out of time order by up to ``delay`` (in the time column's units; for
+    timestamps, seconds); an event later than that is a :class:`DataError`.  The result
+    equals :func:`evaluate` over all the batches.
     """
-    from cogra.runtime.stream import StreamEvaluation
+    from cogra.runtime.online import OnlineEvaluation
 
     if on_overflow not in ON_OVERFLOW:
         raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
@@ -202,15 +204,17 @@ def evaluate_batches(
         if first is None:
             raise ValueError("evaluate_batches needs a schema= when there are no batches")
         schema = first.schema
-    p = plan(query, schema, type_column=type_column, time_column=time_column)
-    check_windows_per_event(p.bound.query, max_windows_per_event)
-    stream = StreamEvaluation(p, schema, on_overflow=on_overflow)
-    if first is not None:
-        stream.push(first)
-    for batch in it:
-        stream.push(batch)
-    result = stream.finish()
-    counters = stream.counters
+    online = OnlineEvaluation(query, schema, type_column=type_column, time_column=time_column, delay=delay,
+                              on_overflow=on_overflow, max_windows_per_event=max_windows_per_event,
+                              late="error", bounded=True)
+    tie = 1  # events at the latest time may continue in the next batch: that time stays open
+    parts = []
+    for batch in itertools.chain([first] if first is not None else [], it):
+        online.push(batch)
+        if online.state.max_time is not None:
+            parts.append(online.advance(online.state.max_time - online.delay - tie))
+    parts.append(online.finish())
+    counters = online.counters
     if counters["rows_null_time"] + counters["rows_null_type"]:
         warnings.warn(
             f"{counters['rows_null_time']} row(s) with a NULL time and "
@@ -218,7 +222,8 @@ def evaluate_batches(
             CograDataWarning,
             stacklevel=2,
         )
-    return result
+    meta = {f"cogra.{k}": str(v) for k, v in counters.items() if k != "rows_late"}
+    return pa.concat_tables(parts).replace_schema_metadata(meta)
 
 
 @with_recursion_room

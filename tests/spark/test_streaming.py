@@ -32,6 +32,9 @@ START = 1_700_000_000  # epoch seconds: Spark's first watermark (0) would drop e
 DELAY = 5
 SIMPLE = ("RETURN sector, COUNT(*), AVG(B.price) PATTERN SEQ(Stock A, Stock B) SEMANTICS next "
           "GROUP-BY sector WITHIN 10 seconds")
+# Type-grained, integer sums: the kernels carry the open windows' states.
+CARRIED = ("RETURN sector, COUNT(*), SUM(A.volume), MAX(B.price) PATTERN SEQ(Stock A+, Stock B) "
+           "WHERE [company] GROUP-BY sector WITHIN 10 seconds SLIDE 5 seconds")
 # q3's shape (mixed-grained, variable keys) under a sliding window.
 MIXED = ("RETURN sector, A.company, B.company, COUNT(*), AVG(B.price) PATTERN SEQ(Stock A+, Stock B+) "
          "WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price "
@@ -80,12 +83,17 @@ def stream_conf(spark):
     spark.conf.set("spark.sql.ansi.enabled", "true")
 
 
-@pytest.mark.parametrize("query, route", [(SIMPLE, "dataframe"), (MIXED, "dataframe"), (SIMPLE, "sql"),
-                                          (MIXED, "sql")],
-                         ids=["pattern-grained", "mixed-grained", "sql-pattern-grained", "sql-mixed-grained"])
+@pytest.mark.parametrize("query, route", [(SIMPLE, "dataframe"), (MIXED, "dataframe"), (CARRIED, "dataframe"),
+                                          (SIMPLE, "sql"), (MIXED, "sql"), (CARRIED, "sql")],
+                         ids=["pattern-grained", "mixed-grained", "carried", "sql-pattern-grained",
+                              "sql-mixed-grained", "sql-carried"])
 def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query, route):
+    from cogra.runtime.online import OnlineEvaluation
+
     spark = stream_conf
     table = events()
+    kind = OnlineEvaluation(query, table.schema).kind
+    assert kind == ("carried" if query == CARRIED else "held")
     (tmp_path / "in").mkdir()
     parts = [table.slice(i, 400) for i in range(0, table.num_rows, 400)]
     pq.write_table(parts[0], tmp_path / "in" / "p00.parquet")
@@ -123,12 +131,13 @@ def test_late_events_are_dropped_and_counted(stream_conf, tmp_path, route):
     assert dropped == 50
     got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
     assert same_rows(got, closed_rows(SIMPLE, table))  # the late copies matched nothing
-    if route == "sql":  # and the driver's log says so (listener events arrive asynchronously)
-        deadline = time.monotonic() + 20
-        while "50 late row(s)" not in (text := spark._jvm.org.apache.spark.sql.cogra.Diagnostics.recent()):
-            assert time.monotonic() < deadline, text
-            time.sleep(0.2)
-        assert "were dropped in batch" in text
+    # The driver's log says so (listener events arrive asynchronously).
+    deadline = time.monotonic() + 20
+    said = f"MATCH_TREND stream {writer.id}: 50 late row(s)"
+    while said not in (text := spark._jvm.org.apache.spark.sql.cogra.Diagnostics.recent()):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.2)
+    assert "were dropped in batch" in text
 
 
 def test_restart_from_the_checkpoint_after_a_stop(stream_conf, tmp_path):
@@ -239,9 +248,6 @@ def test_sql_over_a_stream_fails_at_analysis_without_watermark_or_within(spark, 
     with pytest.raises(AnalysisException, match="needs WITHIN"):
         spark.sql("SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark), 'RETURN COUNT(*) PATTERN Stock A+', "
                   "watermark => '5 seconds')")
-    with pytest.raises(AnalysisException, match="does not take PARTITION BY"):
-        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_no_watermark) PARTITION BY (company), "
-                  f"{sql_literal(SIMPLE)}, watermark => '5 seconds')")
     # A batch call ignores the watermark.
     spark.createDataFrame(table).createOrReplaceTempView("ticks_batch")
     rows = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_batch), {sql_literal(SIMPLE)}, "
@@ -304,3 +310,35 @@ def test_the_inputs_own_watermark_serves(stream_conf, tmp_path):
     got = pq.read_table(tmp_path / "out").select(columns)
     assert want.num_rows > 50
     assert same_rows([tuple(r.values()) for r in got.to_pylist()], [tuple(r.values()) for r in want.to_pylist()])
+
+
+@pytest.mark.parametrize("query", [SIMPLE, CARRIED], ids=["held", "carried"])
+def test_partition_by_keys_the_stream(stream_conf, tmp_path, query):
+    """``TABLE(t) PARTITION BY (company)`` over a stream: each company's rows are evaluated
+    on their own (one output row per company, sector and window), as batch MATCH_TREND
+    does, and as each company's own cogra.evaluate."""
+    spark = stream_conf
+    table = events(2400)
+    (tmp_path / "in").mkdir()
+    pq.write_table(table.slice(0, 1200), tmp_path / "in" / "p0.parquet")
+    spark.readStream.schema(spark.createDataFrame(table.slice(0, 1)).schema).parquet(str(tmp_path / "in")) \
+        .createOrReplaceTempView("ticks_by_company")
+    out = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(ticks_by_company) PARTITION BY (company), "
+                    f"{sql_literal(query)}, watermark => '{DELAY} seconds')")
+    writer = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+              .option("checkpointLocation", str(tmp_path / "checkpoint")).outputMode("append").start())
+    try:
+        writer.processAllAvailable()
+        pq.write_table(table.slice(1200), tmp_path / "in" / "p1.parquet")
+        writer.processAllAvailable()
+    finally:
+        writer.stop()
+    watermark = int(pc.max(table["time"]).as_py()) - DELAY
+    want = []
+    for company in pc.unique(table["company"]).to_pylist():
+        part = table.filter(pc.equal(table["company"], company))
+        result = cogra.evaluate(query, part, on_overflow="null")
+        result = result.filter(pc.less_equal(result["window_end"], watermark))
+        want += [tuple(r.values()) for r in result.to_pylist()]
+    got = sink_rows(tmp_path / "out", cogra.result_schema(query, table.schema).names)
+    assert len(want) > 50 and same_rows(got, want)

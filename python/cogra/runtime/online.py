@@ -2,30 +2,35 @@
 within the watermark's delay; each (window, group) row is emitted once, when the
 event-time watermark has passed the window's end; late events are counted, never matched.
 
-:class:`OnlineEvaluation` holds the events that are not yet *final* (later than the
-watermark: more of their time may come, and out of order) and those an open window still
-needs.  When the watermark advances to ``W``, every window ending by ``W`` is complete:
-they are evaluated by the batch engine from the rows they hold (each window depends on
-its own events only, SEMANTICS.md section 4, as in :mod:`cogra.runtime.slices`), and the
-rows no later window needs are dropped.  So every query class the batch engine runs
-streams -- mixed-grained patterns, variable keys, sliding windows, every aggregate --
-with memory bounded by the events of the open windows and of the watermark's delay.  The
-price is the overlap: an event is evaluated again at each advance while its windows are
-open (``WITHIN / SLIDE`` times at most).
+:class:`OnlineEvaluation` keeps the events later than the watermark (*pending*: more of
+their time may come, and out of order).  When the watermark advances to ``W``, the events
+at or before ``W`` are final and every window ending by ``W`` is complete.  What happens
+to the final events depends on the query -- its *state kind*:
 
-Why not the kernels' carried states (:mod:`cogra.runtime.stream`): they cover the type-
-and pattern-grained executors without variable keys, and need each sub-stream in time
-order, which a stream delivers only up to the watermark's delay.
+* ``carried`` -- type- and pattern-grained queries without variable keys or values that
+  could stop the kernels (:func:`~cogra.runtime.stream.unsupported_reason`,
+  :func:`~cogra.runtime.stream.values_may_stop`): the final events go through the
+  compiled kernels, which continue each open window's aggregate state
+  (:meth:`StreamEvaluation.settle`); the events are then dropped.  Memory: the open
+  windows' states and the pending events.
+* ``held`` -- every other query (mixed-grained patterns, variable keys as in q3, float
+  SUM/AVG): the events an open window still needs are held, and the complete windows are
+  evaluated by the batch engine from them (each window depends on its own events only,
+  SEMANTICS.md section 4, as in :mod:`cogra.runtime.slices`).  Memory: the open windows'
+  events and the pending ones.  The price is the overlap: an event is evaluated again at
+  each advance while its windows are open (``WITHIN / SLIDE`` times at most).
 
-The state is a few numbers and the held rows; :meth:`OnlineEvaluation.snapshot` writes it
-as bytes (Arrow IPC with a JSON header) and :meth:`OnlineEvaluation.restore` reads it back,
-so a stream restarted from a checkpoint continues exactly where it stopped.
+Both emit exactly the rows :func:`cogra.evaluate` gives the on-time events.  The state
+is a few numbers, the held or pending rows and, carried, the windows' states;
+:meth:`OnlineEvaluation.snapshot` writes it as bytes and :meth:`OnlineEvaluation.restore`
+reads it back, so a stream restarted from a checkpoint continues exactly where it stopped.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import pickle
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,10 +40,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.api import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate, plan, result_schema
-from cogra.errors import CograDataWarning, QueryError
+from cogra.errors import CograDataWarning, DataError, QueryError
 from cogra.runtime.slices import NULL_TIME, WindowSlices
+from cogra.runtime.stream import StreamEvaluation, unsupported_reason, values_may_stop
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+STATE_KINDS = ("auto", "carried", "held")
 
 
 def require_window(q: Any) -> None:
@@ -48,18 +55,25 @@ def require_window(q: Any) -> None:
                          "closes, and nothing could ever be emitted", q.text, q.pattern.span)
 
 
+def state_kind(p: Any) -> str:
+    """``carried`` where the kernels can continue the open windows' states, else ``held``
+    (see the module docstring)."""
+    return "carried" if unsupported_reason(p) is None and not values_may_stop(p) else "held"
+
+
 @dataclass
 class OnlineState:
     """What an online evaluation carries from batch to batch (and into a snapshot)."""
 
     held: pa.Table | None = None
-    """Rows not yet evaluated for good: later than the watermark, or in an open window."""
+    """Rows not evaluated for good: later than the watermark (pending) and, for the
+    ``held`` kind, those an open window needs."""
     watermark: int | None = None
     """Times at or below it are final (seconds, or microseconds for timestamps)."""
     max_time: int | None = None
     """The largest time seen (the default watermark is this minus the delay)."""
     emitted_before: int | None = None
-    """Windows starting before this were emitted (None: none yet)."""
+    """``held``: windows starting before this were emitted (None: none yet)."""
     counters: dict[str, int] = field(default_factory=lambda: {
         "rows_in": 0, "rows_late": 0, "rows_null_time": 0, "rows_null_type": 0, "windows_emitted": 0})
 
@@ -68,34 +82,57 @@ class OnlineEvaluation:
     """One query over an unbounded stream of record batches.
 
     ``push(batch)`` takes events (those at or below the watermark are late: counted in
-    ``counters["rows_late"]`` and dropped); ``advance(watermark)`` moves the watermark
-    (by default to the largest time seen minus ``delay``) and returns the rows of the
-    windows that closed, as :func:`cogra.evaluate` gives them; ``snapshot()`` /
+    ``counters["rows_late"]`` and dropped, or a DataError with ``late="error"``);
+    ``advance(watermark)`` moves the watermark (by default to the largest time seen minus
+    ``delay``) and returns the rows of the windows that closed, as :func:`cogra.evaluate`
+    gives them; ``finish()`` closes the rest (a bounded stream's end); ``snapshot()`` /
     ``restore()`` carry the state over a restart.  ``delay`` is in the query's time units
     as a duration: seconds for numeric times, and for timestamps too (converted to µs).
+    ``states`` forces the state kind (``auto``: :func:`state_kind`).  ``bounded``: the
+    stream ends (:func:`cogra.evaluate_batches`), so a query without WITHIN -- one window,
+    emitted by ``finish()`` -- is allowed.
     """
 
     def __init__(self, query: Any, schema: pa.Schema, *, type_column: str | None = None,
                  time_column: str = "time", delay: float = 0, on_overflow: str = "error",
-                 max_windows_per_event: int | None = None):
+                 max_windows_per_event: int | None = None, late: str = "count", states: str = "auto",
+                 bounded: bool = False):
+        if late not in ("count", "error"):
+            raise ValueError(f"late must be 'count' or 'error', not {late!r}")
+        if states not in STATE_KINDS:
+            raise ValueError(f"states must be one of {STATE_KINDS}, not {states!r}")
         self.plan = plan(query, schema, type_column=type_column, time_column=time_column)
         q = self.plan.bound.query
-        require_window(q)
+        self.windowed = q.window is not None
+        if not bounded:
+            require_window(q)
         limit = MAX_WINDOWS_PER_EVENT if max_windows_per_event is None else max_windows_per_event
         check_windows_per_event(q, limit)
-        self.slices = WindowSlices.of(q, schema, time_column)
-        if self.slices is None:
-            raise QueryError("a streaming query needs an integer or timestamp time column and "
-                             "whole window sizes (its windows close at exact times)", q.text, q.window.span)
+        time_type = self.plan.bound.schema.field(self.plan.bound.time_column).type
+        if self.windowed:
+            self.slices = WindowSlices.of(q, schema, time_column)
+            if self.slices is None:
+                raise QueryError("a streaming query needs an integer or timestamp time column and "
+                                 "whole window sizes (its windows close at exact times)", q.text, q.window.span)
+        elif pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type):
+            self.slices = WindowSlices(time_column, 0, 0)  # its times; no window closes before the end
+        else:
+            raise QueryError(f"a stream needs an integer or timestamp time column, not {time_type}", q.text)
         self.query = q
         self.schema = schema
         self.type_column = type_column
         self.time_column = time_column
         self.on_overflow = on_overflow
         self.max_windows_per_event = limit
+        self.late = late
+        self.kind = state_kind(self.plan) if states == "auto" else states
+        if self.kind == "carried" and unsupported_reason(self.plan) is not None:
+            raise ValueError(f"this query cannot carry states: {unsupported_reason(self.plan)}")
         unit = 1_000_000 if pa.types.is_timestamp(schema.field(time_column).type) else 1
         self.delay = int(round(delay * unit))
         self.state = OnlineState()
+        self.carried = (StreamEvaluation(self.plan, schema, on_overflow=on_overflow)
+                        if self.kind == "carried" else None)
         self.output_schema = result_schema(q, schema, type_column=type_column, time_column=time_column)
 
     @property
@@ -117,6 +154,11 @@ class OnlineEvaluation:
         st.counters["rows_null_time"] += int((~valid).sum())
         late = valid & (times <= st.watermark) if st.watermark is not None else np.zeros(len(times), bool)
         n_late = int(late.sum())
+        if n_late and self.late == "error":
+            first = int(times[late][0])
+            raise DataError(f"{n_late} event(s) arrive after the stream passed their time: time {first} "
+                            f"after {st.max_time} (the stream may be out of time order by less than "
+                            f"its delay, {self.delay})")
         st.counters["rows_late"] += n_late
         keep = valid & ~late
         kind = self.plan.bound.type_column
@@ -144,6 +186,10 @@ class OnlineEvaluation:
         if st.watermark is not None and watermark <= st.watermark:
             return self.output_schema.empty_table()
         st.watermark = watermark
+        if self.carried is not None:
+            return self._settle(watermark)
+        if not self.windowed:
+            return self.output_schema.empty_table()
         return self._emit(self.slices.last_complete_start(watermark))
 
     def finish(self) -> pa.Table:
@@ -151,13 +197,73 @@ class OnlineEvaluation:
         st = self.state
         if st.max_time is None:
             return self.output_schema.empty_table()
+        if not self.windowed:
+            return self._finish_unwindowed()
         last = st.max_time // self.slices.step * self.slices.step  # the last window holding an event
-        st.watermark = max(st.watermark or last, last + self.slices.size)
+        watermark = max(st.watermark or last, last + self.slices.size)
+        if self.carried is not None:
+            st.watermark = watermark
+            return self._settle(watermark)
+        st.watermark = watermark
         return self._emit(last)
 
+    def _finish_unwindowed(self) -> pa.Table:
+        st = self.state
+        st.watermark = st.max_time
+        if self.carried is not None:
+            self._settle(st.max_time)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", CograDataWarning)
+                return self._output(self.carried.finish())
+        rows, st.held = st.held, None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CograDataWarning)
+            return self._output(evaluate(self.query, rows, type_column=self.type_column,
+                                         time_column=self.time_column, on_overflow=self.on_overflow,
+                                         max_windows_per_event=self.max_windows_per_event))
+
+    def next_window_end(self) -> int | None:
+        """The end of the earliest window not emitted yet that holds an event (None: no
+        event is waiting): where an event-time timer should fire."""
+        st = self.state
+        ends = []
+        if not self.windowed:
+            return None
+        if self.carried is not None:
+            end = self.carried.next_window_end()
+            if end is not None:
+                ends.append(end)
+        if st.held is not None and st.held.num_rows:
+            size, step = self.slices.size, self.slices.step
+            first = ((int(self.slices.times(st.held).min()) - size) // step + 1) * step
+            if st.emitted_before is not None and self.carried is None:
+                first = max(first, st.emitted_before)
+            ends.append(first + size)
+        return min(ends) if ends else None
+
+    def _output(self, result: pa.Table) -> pa.Table:
+        out = result.replace_schema_metadata(None)
+        self.state.counters["windows_emitted"] += out.num_rows
+        return out
+
+    def _settle(self, watermark: int) -> pa.Table:
+        """``carried``: the final pending events into the kernels' states; the windows
+        ending by ``watermark`` out."""
+        st = self.state
+        final = st.held
+        if st.held is not None:
+            times = self.slices.times(st.held)
+            due = times <= watermark
+            final = st.held.filter(pa.array(due)) if not due.all() else st.held
+            st.held = None if due.all() else st.held.filter(pa.array(~due))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CograDataWarning)
+            self.carried.settle(final if final is not None else self.schema.empty_table(), watermark)
+            return self._output(self.carried.drain())
+
     def _emit(self, last: int) -> pa.Table:
-        """Evaluate the windows starting in ``[emitted_before, last]`` (all complete) and
-        drop the rows no later window needs."""
+        """``held``: evaluate the windows starting in ``[emitted_before, last]`` (all
+        complete) and drop the rows no later window needs."""
         st = self.state
         first = st.emitted_before
         if st.held is None or (first is not None and last < first):
@@ -170,37 +276,46 @@ class OnlineEvaluation:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", CograDataWarning)
                 result = evaluate(self.query, rows, type_column=self.type_column,
-                                        time_column=self.time_column, on_overflow=self.on_overflow,
-                                        max_windows_per_event=self.max_windows_per_event)
-            out = self.slices.window_filter(result, first, last).replace_schema_metadata(None)
-        st.counters["windows_emitted"] += out.num_rows
+                                  time_column=self.time_column, on_overflow=self.on_overflow,
+                                  max_windows_per_event=self.max_windows_per_event)
+            out = self.slices.window_filter(result, first, last)
         after = last + self.slices.step  # later windows start here: they need no earlier row
         keep = times >= after
         st.held = st.held.filter(pa.array(keep)) if not keep.all() else st.held
         st.emitted_before = after
-        return out
+        return self._output(out)
 
     # -- checkpoints ---------------------------------------------------------------------
     def snapshot(self) -> bytes:
-        """The state as bytes: a JSON header, then the held rows as an Arrow IPC stream."""
+        """The state as bytes: a length-prefixed JSON header, the held rows as an Arrow IPC
+        stream, and (``carried``) the kernels' window states."""
         st = self.state
-        header = json.dumps({"format": SNAPSHOT_FORMAT, "watermark": st.watermark, "max_time": st.max_time,
-                             "emitted_before": st.emitted_before, "counters": st.counters}).encode()
         sink = io.BytesIO()
         held = st.held if st.held is not None else self.schema.empty_table()
         with pa.ipc.new_stream(sink, held.schema) as writer:
             writer.write_table(held)
-        return len(header).to_bytes(4, "big") + header + sink.getvalue()
+        rows = sink.getvalue()
+        carried = b"" if self.carried is None else pickle.dumps(self.carried.state(), protocol=5)
+        header = json.dumps({"format": SNAPSHOT_FORMAT, "kind": self.kind, "watermark": st.watermark,
+                             "max_time": st.max_time, "emitted_before": st.emitted_before,
+                             "counters": st.counters, "rows_bytes": len(rows)}).encode()
+        return len(header).to_bytes(4, "big") + header + rows + carried
 
     def restore(self, data: bytes) -> None:
-        """Continue from a :meth:`snapshot` of the same query over the same schema."""
+        """Continue from a :meth:`snapshot` of the same query over the same schema (the
+        snapshot is trusted: it is the evaluation's own checkpoint)."""
         n = int.from_bytes(data[:4], "big")
         header = json.loads(data[4:4 + n])
         if header.get("format") != SNAPSHOT_FORMAT:
             raise ValueError(f"unknown snapshot format {header.get('format')!r}")
-        held = pa.ipc.open_stream(data[4 + n:]).read_all()
-        self.state = OnlineState(held if held.num_rows else None, header["watermark"], header["max_time"],
+        if header["kind"] != self.kind:
+            raise ValueError(f"a snapshot of {header['kind']} states cannot continue as {self.kind}")
+        start = 4 + n
+        rows = pa.ipc.open_stream(data[start:start + header["rows_bytes"]]).read_all()
+        self.state = OnlineState(rows if rows.num_rows else None, header["watermark"], header["max_time"],
                                  header["emitted_before"], dict(header["counters"]))
+        if self.carried is not None:
+            self.carried.load_state(pickle.loads(data[start + header["rows_bytes"]:]))
 
 
-__all__ = ["OnlineEvaluation", "OnlineState", "require_window"]
+__all__ = ["OnlineEvaluation", "OnlineState", "require_window", "state_kind"]

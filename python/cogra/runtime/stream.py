@@ -42,7 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.analysis.granularity import Executor
-from cogra.errors import CograError, DataError
+from cogra.errors import DataError
 from cogra.language.limits import with_recursion_room
 from cogra.runtime.aggregates import attribute_scales
 from cogra.runtime.engine import Engine, canonical_keys, key_codes, micros
@@ -102,8 +102,41 @@ def _canonical_tuple(values: tuple) -> tuple:
     return tuple(canonical_value(v) for v in values)
 
 
-class StreamingUnsupported(CograError, NotImplementedError):
-    """The query needs whole-table evaluation (the message says why)."""
+def unsupported_reason(plan: Any) -> str | None:
+    """Why the kernels cannot carry this query's window states from batch to batch (None:
+    they can).  Found on the plan and an empty batch, before any data is read."""
+    b = plan.bound
+    if plan.executor not in STREAMING_EXECUTORS or b.kept_variables:
+        return f"the {plan.executor.value} executor keeps events (a predicate reads an earlier event)"
+    if any(b.var_keys):
+        return "variable keys ([V.attr] or GROUP-BY V.attr) make sub-streams depend on later values"
+    if not is_integral(WindowSpec.of(b.query.window, b.time_type), b.time_type):
+        return "windows need an integer or timestamp time column and whole sizes"
+    for slot in _slots(b):
+        t = b.schema.field(slot.attribute).type
+        if pa.types.is_decimal(t):
+            return f"{slot.attribute} is a decimal"
+        if slot.kind in ("min", "max") and (pa.types.is_string(t) or pa.types.is_large_string(t)):
+            return f"MIN/MAX of the string attribute {slot.attribute}"
+    # What the kernels refuse for a column type (uint64, strings summed, ...) shows on an
+    # empty batch: find it now, not at the first push.
+    from cogra.runtime.fast.executor import FastExecutor
+
+    try:
+        FastExecutor(Engine(plan, b.schema.empty_table()), streaming=True)
+    except Unsupported as reason:
+        return str(reason)
+    return None
+
+
+def values_may_stop(plan: Any) -> bool:
+    """Whether an input value could stop carried states half-way: a float SUM/AVG meets
+    values an exactly scaled sum cannot hold (inf/NaN, spans beyond 2**93), which
+    whole-table evaluation handles exactly -- but the earlier events are gone by then."""
+    b = plan.bound
+    return any(item.value.attribute and item.value.func.value in ("SUM", "AVG")
+               and pa.types.is_floating(b.schema.field(item.value.attribute).type)
+               for item in b.query.returns if hasattr(item.value, "func"))
 
 
 class WindowStore:
@@ -178,6 +211,21 @@ class WindowStore:
             self.n_live += len(new)
         return out
 
+    def shrink(self) -> None:
+        """Keep only the live rows (in their order), at a capacity of at least 64."""
+        live = np.flatnonzero(self.key >= 0)
+        cap = max(64, len(live))
+        for name in ("i", "f", "x", "r", "e", "key", "start", "group"):
+            old = getattr(self, name)
+            new = np.empty((cap, *old.shape[1:]), old.dtype)
+            new[:len(live)] = old[live]
+            setattr(self, name, new)
+        free = slice(len(live), cap)
+        self.i[free], self.f[free], self.r[free], self.e[free] = 0, 0.0, False, 0
+        self.x[free] = np.where(self.x_is_min, MIN_KEY_IDENTITY, MAX_KEY_IDENTITY)
+        self.key[free], self.start[free], self.group[free] = -1, 0, 0
+        self.cap = cap
+
     def release(self, rows: np.ndarray) -> None:
         self.key[rows] = -1
         self.n_live -= len(rows)
@@ -201,7 +249,9 @@ class StreamEvaluation:
         self.sorted_positions = _key_positions(b.plain_keys, sorted_by)
         self.done_groups: set[tuple] = set()
         """Values of the ``sorted_by`` keys that are complete."""
-        self._check_supported()
+        why = unsupported_reason(plan)
+        if why:
+            raise ValueError(f"this query cannot be evaluated with carried states: {why}")
         self.window_size = None if b.query.window is None else int(WindowSpec.of(b.query.window, b.time_type).size)
         self.store: WindowStore | None = None
         self.key_ids: dict[tuple, int] = {}
@@ -218,37 +268,9 @@ class StreamEvaluation:
         self.stats = {"batches": 0, "windows_closed": 0, "max_open_windows": 0}
         self.ctx: Any = None
         self.chan: Any = None
-
-    # -- what streams ------------------------------------------------------------------
-    def _check_supported(self) -> None:
-        b = self.bound
-        why = None
-        if self.plan.executor not in STREAMING_EXECUTORS or b.kept_variables:
-            why = (f"the {self.plan.executor.value} executor keeps events (a predicate reads "
-                   "an earlier event)")
-        elif any(b.var_keys):
-            why = "variable keys ([V.attr] or GROUP-BY V.attr) make sub-streams depend on later values"
-        elif not is_integral(WindowSpec.of(b.query.window, b.time_type), b.time_type):
-            why = "windows need an integer or timestamp time column and whole sizes"
-        else:
-            for slot in _slots(b):
-                t = b.schema.field(slot.attribute).type
-                if pa.types.is_decimal(t):
-                    why = f"{slot.attribute} is a decimal"
-                elif slot.kind in ("min", "max") and (pa.types.is_string(t) or pa.types.is_large_string(t)):
-                    why = f"MIN/MAX of the string attribute {slot.attribute}"
-        if why is None:
-            # What the kernels refuse for a column type (uint64, strings summed, ...) shows
-            # on an empty batch: find it now, not at the first push.
-            from cogra.runtime.fast.executor import FastExecutor
-
-            try:
-                FastExecutor(Engine(self.plan, b.schema.empty_table()), streaming=True)
-            except Unsupported as reason:
-                why = str(reason)
-        if why:
-            raise StreamingUnsupported(f"this query cannot be evaluated as a stream: {why}; "
-                                       "use cogra.evaluate on the whole table")
+        self.ctx_nv = 0
+        self.settled: int | None = None
+        """The watermark of the last :meth:`settle` (None: none yet)."""
 
     # -- input -------------------------------------------------------------------------
     @with_recursion_room
@@ -354,10 +376,12 @@ class StreamEvaluation:
         try:
             fast = FastExecutor(engine, streaming=True)
         except Unsupported as why:
-            raise StreamingUnsupported(f"this stream cannot be evaluated incrementally: {why}") from None
+            raise DataError(f"this stream cannot be evaluated incrementally: {why}; evaluate "
+                            "these events as one table (cogra.evaluate) instead") from None
         if self.ctx is None:
             self.ctx = Context.of(engine, fast, self.window_size)
             self.chan = fast.chan
+            self.ctx_nv = fast.nv
         subs = engine.substreams()
         wins = engine.window_ranges(subs)
         w = len(wins.seg)
@@ -506,31 +530,181 @@ class StreamEvaluation:
         for block in self.closed:
             scale(block)
 
+    # -- a global watermark (cogra.runtime.online) ---------------------------------------
+    @with_recursion_room
+    def settle(self, table: pa.Table, watermark: int) -> None:
+        """Take ``table``, every event at or before ``watermark`` not pushed yet (time
+        order within it does not matter: the engine orders a batch), and close every window
+        ending by ``watermark`` (in the engine's time units, µs for timestamps): no later
+        event can fall into one.  Later events must come after ``watermark``."""
+        if not table.schema.equals(self.schema):
+            table = table.cast(self.schema)
+        self.counters["rows_in"] += table.num_rows
+        if self.held is not None and self.held.num_rows:  # from push(): a settle finalises them
+            table, self.held = pa.concat_tables([self.held, table]), None
+        if table.num_rows:
+            table = canonical_keys(table, self.bound.plain_keys)
+            times, valid = self._valid_times(table)
+            if valid.any():
+                lo, hi = int(times[valid].min()), int(times[valid].max())
+                if hi > watermark or (self.settled is not None and lo <= self.settled):
+                    raise DataError(f"events at times {lo}..{hi} do not lie after the settled watermark "
+                                    f"{self.settled} and at or before the new one {watermark}")
+            self.stats["batches"] += 1
+            self._run(table)
+        self.settled = watermark
+        self._close_until(watermark)
+
+    def _close_until(self, watermark: int) -> None:
+        store = self.store
+        if store is None or not store.n_live or self.window_size is None:
+            return
+        rows = np.flatnonzero(store.live & (store.start + self.window_size <= watermark))
+        if len(rows):
+            self._finalize(rows)
+            store.release(rows)
+
+    def next_window_end(self) -> int | None:
+        """The end of the earliest open window (None: none is open)."""
+        store = self.store
+        if store is None or not store.n_live or self.window_size is None:
+            return None
+        return int(store.start[store.live].min()) + self.window_size
+
     # -- output ------------------------------------------------------------------------------
     @with_recursion_room
     def finish(self, *, metadata: dict | None = None) -> pa.Table:
         """Process what is held back, close every window, and return the result table."""
+        held, self.held = self.held, None
+        self._process(held if held is not None else self.schema.empty_table(), final=True)
+        return self.drain(metadata=metadata)
+
+    def drain(self, *, metadata: dict | None = None) -> pa.Table:
+        """The rows of the windows closed so far and not drained yet, as :func:`cogra.evaluate`
+        types and orders them; then forget the keys and groups no open window has."""
         from cogra.runtime.fast.finish import table_from_channels
         from cogra.runtime.output import build_table
 
-        held, self.held = self.held, None
-        self._process(held if held is not None else self.schema.empty_table(), final=True)
         meta = {f"cogra.{k}": v for k, v in self.counters.items()}
         meta.update(metadata or {})
         if self.ctx is None or not self.closed:
             b = self.bound
-            return build_table(b.query, b.schema, [], time_type=b.time_type,
-                               on_overflow=self.on_overflow, metadata=meta)
-        self.ctx.scales = dict(self.scales)
-        blocks = self.closed
-        out = KernelOut(np.concatenate([b.i for b in blocks]), np.concatenate([b.f for b in blocks]),
-                        np.concatenate([b.x for b in blocks]), np.concatenate([b.e for b in blocks]),
-                        np.concatenate([b.r for b in blocks]))
-        starts = np.concatenate(self.closed_start)
-        table = table_from_channels(self.ctx, self.groups, np.concatenate(self.closed_group), starts, out,
-                                    on_overflow=self.on_overflow, metadata=meta, row_path=None)
-        assert table is not None  # without a row path, an overflow raises there
+            table = build_table(b.query, b.schema, [], time_type=b.time_type,
+                                on_overflow=self.on_overflow, metadata=meta)
+        else:
+            self.ctx.scales = dict(self.scales)
+            blocks = self.closed
+            out = KernelOut(np.concatenate([b.i for b in blocks]), np.concatenate([b.f for b in blocks]),
+                            np.concatenate([b.x for b in blocks]), np.concatenate([b.e for b in blocks]),
+                            np.concatenate([b.r for b in blocks]))
+            starts = np.concatenate(self.closed_start)
+            table = table_from_channels(self.ctx, self.groups, np.concatenate(self.closed_group), starts,
+                                        out, on_overflow=self.on_overflow, metadata=meta, row_path=None)
+            assert table is not None  # without a row path, an overflow raises there
+        self.closed, self.closed_start, self.closed_group = [], [], []
+        self._compact()
         return table
+
+    def _compact(self) -> None:
+        """Renumber the keys and groups the open windows use, dropping the others: a long
+        stream's memory stays bounded by its open windows, not by the keys it has seen."""
+        store = self.store
+        if store is None or self.closed:
+            return
+        live = np.flatnonzero(store.key >= 0)
+        by_id = [None] * len(self.key_ids)
+        for key, kid in self.key_ids.items():
+            by_id[kid] = key
+        used = np.unique(store.key[live])
+        if len(used) < len(by_id):
+            remap = np.full(len(by_id), -1, np.int64)
+            remap[used] = np.arange(len(used))
+            store.key[live] = remap[store.key[live]]
+            self.key_ids = {by_id[k]: i for i, k in enumerate(used.tolist())}
+            if self.sorted_positions is None:  # (a sorted stream's keys are dropped as they end)
+                for key in [k for k in self.last_time if k not in self.key_ids]:
+                    self.last_time.pop(key, None)
+                    self.watermark.pop(key, None)
+        used = np.unique(store.group[live])
+        if len(used) < len(self.groups):
+            remap = np.full(len(self.groups), -1, np.int64)
+            remap[used] = np.arange(len(used))
+            store.group[live] = remap[store.group[live]]
+            self.groups = [self.groups[g] for g in used.tolist()]
+            self.group_ids = {g: i for i, g in enumerate(self.groups)}
+        if store.cap > 64 and store.n_live < store.cap // 4:  # shrink to the live rows
+            store.shrink()
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def state(self) -> dict:
+        """What :meth:`load_state` needs to continue: the open windows' states, the keys and
+        groups they belong to, the scales, the counters (plain Python and numpy values)."""
+        if self.closed:
+            raise ValueError("drain the closed windows before taking the state")
+        self._compact()
+        store = self.store
+        live = np.flatnonzero(store.key >= 0) if store is not None else np.zeros(0, np.int64)
+        held = None
+        if self.held is not None and self.held.num_rows:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, self.held.schema) as writer:
+                writer.write_table(self.held)
+            held = sink.getvalue().to_pybytes()
+        return {
+            "store": None if store is None else {
+                name: getattr(store, name)[live] for name in ("i", "f", "x", "r", "e", "key", "start", "group")},
+            "keys": sorted(self.key_ids, key=self.key_ids.__getitem__),
+            "groups": list(self.groups),
+            "last_time": list(self.last_time.items()),
+            "watermark": list(self.watermark.items()),
+            "done_groups": list(self.done_groups),
+            "held": held,
+            "scales": dict(self.scales),
+            "settled": self.settled,
+            "counters": dict(self.counters),
+            "stats": dict(self.stats),
+        }
+
+    def load_state(self, state: dict) -> None:
+        """Continue from :meth:`state` of an evaluation of the same plan and schema."""
+        self.key_ids = {tuple(k): i for i, k in enumerate(state["keys"])}
+        self.groups = [tuple(g) for g in state["groups"]]
+        self.group_ids = {g: i for i, g in enumerate(self.groups)}
+        self.last_time = {tuple(k): v for k, v in state["last_time"]}
+        self.watermark = {tuple(k): v for k, v in state["watermark"]}
+        self.done_groups = {tuple(g) for g in state["done_groups"]}
+        self.held = pa.ipc.open_stream(state["held"]).read_all() if state["held"] else None
+        self.scales = dict(state["scales"])
+        self.settled = state["settled"]
+        self.counters.update(state["counters"])
+        self.stats.update(state["stats"])
+        saved = state["store"]
+        if saved is not None:
+            self._ensure_context()
+            c = self.chan
+            store = WindowStore(self.ctx_nv, c.n_i, c.n_f, c.x_is_min)
+            n = len(saved["key"])
+            if n:
+                store._grow(n)
+                for name, values in saved.items():
+                    getattr(store, name)[:n] = values
+                store.n_live = n
+            self.store = store
+
+    def _ensure_context(self) -> None:
+        """The channel layout and finishing context, from an empty batch (a restored
+        evaluation needs them before its first batch: to rescale carried sums, to finish)."""
+        if self.ctx is not None:
+            return
+        from cogra.runtime.fast.executor import FastExecutor
+        from cogra.runtime.fast.finish import Context
+
+        engine = Engine(self.plan, self.schema.empty_table())
+        engine.__dict__["scales"] = dict(self.scales)
+        fast = FastExecutor(engine, streaming=True)
+        self.ctx = Context.of(engine, fast, self.window_size)
+        self.chan = fast.chan
+        self.ctx_nv = fast.nv
 
 
 def _slots(bound: Any):
@@ -540,4 +714,4 @@ def _slots(bound: Any):
     return [s for s in layout.slots if s.attribute]
 
 
-__all__ = ["StreamEvaluation", "StreamingUnsupported", "WindowStore"]
+__all__ = ["StreamEvaluation", "WindowStore", "unsupported_reason", "values_may_stop"]

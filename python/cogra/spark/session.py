@@ -17,6 +17,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from cogra.api import parse
+from cogra.runtime.online import require_window
 from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -204,13 +206,19 @@ def match_trend(
                              "arrive (e.g. watermark='30 seconds'), or a watermark of its own "
                              "(withWatermark): a window's rows are final only once no event of "
                              "it can come any more")
-        return match_trend_stream(df, query, watermark=watermark, type_column=type_column,
-                                  time_column=time_column)
+        if not has_extension(df.sparkSession):
+            return match_trend_stream(df, query, watermark=watermark, type_column=type_column,
+                                      time_column=time_column)
+        require_window(parse(query))  # (as the shim would, but as a QueryError here)
     spark = df.sparkSession
     columns = {"time_column": time_column}
     if type_column is not None:
         columns["type_column"] = type_column
+    if watermark is not None and df.isStreaming:
+        columns["watermark"] = watermark
     if has_extension(spark):
+        # One plan for SQL and DataFrames (streams too: the shim plans the stateful operator
+        # and logs late rows).
         named = "".join(f", {name} => {sql_string(value)}" for name, value in columns.items())
         return spark.sql(f"SELECT * FROM {FUNCTION_NAME}(TABLE({{df}}), {sql_string(query)}{named})", df=df)
     from pyspark.sql.functions import lit

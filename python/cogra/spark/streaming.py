@@ -9,8 +9,10 @@ Spark's own stateful operator ``transformWithStateInPandas`` in event-time mode:
   are emitted -- output mode Append, each (window, group) row once;
 * an event-time timer at the group's next window end closes its windows when no more of
   its rows arrive;
-* the evaluation's snapshot is the group's state (one binary value), so a query restarted
-  from its checkpoint continues where it stopped.
+* the evaluation's snapshot is the group's state (one binary value): the open windows'
+  states, or their events for queries the kernels cannot carry (see
+  :mod:`cogra.runtime.online`), so a query restarted from its checkpoint continues where
+  it stopped.
 
 Rows older than the watermark are dropped by Spark before the operator, and counted in
 the query's progress (``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``).
@@ -172,15 +174,10 @@ class MatchTrendProcessor(StatefulProcessor):
     def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
         watermark = self._watermark(online, timer_values)
         out = online.advance(watermark) if watermark is not None else None
-        st = online.state
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
-        if st.held is not None and st.held.num_rows:
-            size, step = online.slices.size, online.slices.step
-            first = st.emitted_before
-            if first is None:  # the first window holding the earliest event
-                first = ((int(online.slices.times(st.held).min()) - size) // step + 1) * step
-            end = first + size  # the next window to close ends here
+        end = online.next_window_end()  # the next window to close ends here
+        if end is not None:
             micros = pa.types.is_timestamp(self.schema.field(self.time_column).type)
             self.handle.registerTimer(-(-end // 1000) if micros else end * 1000)
         self.saved.update((online.snapshot(),))

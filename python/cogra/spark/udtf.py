@@ -832,38 +832,34 @@ def partition_route(result: CograAnalyzeResult, query: str | Query, schema: pa.S
     """(the route for a partition whose batches have ``schema``, its StreamEvaluation when
     streamed).  ``query``: what the engine evaluates (:func:`with_partition_keys`);
     ``sorted_by``: the columns the shim sorted the partition by, before time."""
-    from cogra.runtime.stream import StreamEvaluation, StreamingUnsupported
+    from cogra.runtime.stream import StreamEvaluation, unsupported_reason
 
     if settings.route in ("auto", "streamed") and streaming_enabled():
         p = cogra.plan(query, schema, type_column=result.type_column, time_column=result.time_column)
-        if settings.route == "streamed" or _streaming_pays(p, schema):
-            try:
-                keys = tuple(_resolve(c, p.bound.plain_keys) for c in sorted_by)
-                return Route.STREAMED, StreamEvaluation(p, schema, on_overflow=on_overflow, sorted_by=keys)
-            except StreamingUnsupported:
-                pass
+        if (settings.route == "streamed" or _streaming_pays(p)) and unsupported_reason(p) is None:
+            keys = tuple(_resolve(c, p.bound.plain_keys) for c in sorted_by)
+            return Route.STREAMED, StreamEvaluation(p, schema, on_overflow=on_overflow, sorted_by=keys)
     if settings.route != "chunked" and WindowSlices.of(
             result.query, schema, _resolve(result.time_column, schema.names)) is not None:
         return Route.SLICED, None
     return Route.CHUNKED, None
 
 
-def _streaming_pays(p: Any, schema: pa.Schema) -> bool:
+def _streaming_pays(p: Any) -> bool:
     """Whether streaming is the better route where the query allows it: its windows tumble
     (the chunked route shares the panes of sliding windows, many times faster), and no
-    input value can stop the stream half-way (float SUM/AVG may meet values a streamed sum
-    cannot hold exactly -- inf/NaN, spans beyond 2**93 -- which the chunked route
-    evaluates exactly)."""
-    if any(item.value.attribute and item.value.func.value in ("SUM", "AVG")
-           and pa.types.is_floating(schema.field(item.value.attribute).type)
-           for item in p.bound.query.returns if hasattr(item.value, "func")):
+    input value can stop the stream half-way (:func:`~cogra.runtime.stream.values_may_stop`;
+    the chunked route evaluates those values exactly)."""
+    from cogra.runtime.stream import values_may_stop
+
+    if values_may_stop(p):
         return False
     window = p.bound.query.window
     return window is None or window.step == window.size
 
 
 def make_map_function(analyze_result: bytes, options: str):
-    """The per-partition function of the shim's MapInArrow (built by the JVM, see
+    r"""The per-partition function of the shim's MapInArrow (built by the JVM, see
     ``MatchTrend.scala``): ``analyze_result`` is the pickled :class:`CograAnalyzeResult`,
     ``options`` a JSON object with ``user_keys`` (columns the shim added for a PARTITION BY
     written in the query), ``on_overflow``, ``executor`` (see :func:`task_slots`),

@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cogra.errors import DataError
 from cogra.runtime.aggregates import MAX, MIN
 from cogra.runtime.fast import codegen_decode as gen
 from cogra.runtime.fast import finish_kernels as fk
@@ -907,8 +908,9 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     return merged.take(pa.array(np.lexsort((all_gid, all_start)))).combine_chunks()
 
 
-class UndecidableError(RuntimeError):
-    """A streamed result value the kernels cannot decide exactly (see table_from_channels)."""
+class UndecidableError(DataError):
+    """A streamed result value the kernels cannot decide exactly (see table_from_channels):
+    a property of the data, whose events are gone."""
 
 
 def group_column(distinct: pa.Array, gid: np.ndarray) -> pa.Array:

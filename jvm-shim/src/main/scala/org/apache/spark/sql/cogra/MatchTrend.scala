@@ -85,7 +85,7 @@ private[cogra] object MatchTrend {
 
   /**
    * A streaming TABLE argument: Spark's own stateful operator, transformWithStateInPandas in
-   * event-time mode, keyed by the query's plain GROUP-BY keys, over the input with a
+   * event-time mode, keyed by the query's plain GROUP-BY keys and PARTITION BY, over the input with a
    * watermark on its event time (`cogra.spark.streaming` holds the per-group processor).
    */
   private def planStream(
@@ -101,10 +101,6 @@ private[cogra] object MatchTrend {
         "event may arrive), or a watermark on the input (withWatermark): a window's rows are " +
         "final only once no event of it can come any more")
     }
-    if (table.partitionByExpressions.nonEmpty) {
-      fail(s"$DisplayName over a streaming table does not take PARTITION BY: put the columns " +
-        "in the query's GROUP-BY, which partitions by them")
-    }
     val (filters, rest) =
       analyzed.selectedInputExpressions.partition(_.alias.contains(FilterAlias))
     var child: LogicalPlan = table.plan
@@ -113,8 +109,14 @@ private[cogra] object MatchTrend {
       case a: UnresolvedAttribute => a.nameParts.last
       case e => fail(s"$DisplayName: unexpected key ${e.sql}")
     }
+    // PARTITION BY: more keys of the stateful operator. A group's evaluation then sees one
+    // partition's rows only, as each partition's own MATCH_TREND would.
+    val userKeys = if (table.withSinglePartition) Nil else table.partitionByExpressions
+    val userKeyNames = userKeys.indices.map(i => s"$KeyPrefix$i")
+    val groupNames = keyNames ++ userKeyNames
     val projectList = rest.map(named) ++
-      (if (keyNames.isEmpty) Seq(Alias(Literal(0), AllKey)()) else Nil)
+      userKeys.zip(userKeyNames).map { case (e, n) => Alias(e, n)() } ++
+      (if (groupNames.isEmpty) Seq(Alias(Literal(0), AllKey)()) else Nil)
     child = Project(projectList, child)
     val session = SparkSession.active.asInstanceOf[classic.SparkSession]
     // transformWithState keeps its state in RocksDB only: the session's default (HDFS-backed)
@@ -128,7 +130,7 @@ private[cogra] object MatchTrend {
     Diagnostics.watchStreams(session)
     val rows = classic.Dataset.ofRows(session, child)
     val input = watermark.map(delay => rows.withWatermark(EventTimeAlias, delay)).getOrElse(rows)
-    val groups = (if (keyNames.isEmpty) Seq(AllKey) else keyNames).map(k => input.col(k))
+    val groups = (if (groupNames.isEmpty) Seq(AllKey) else groupNames).map(k => input.col(k))
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
     val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}""" + "}"
     val command = PythonCommands.call(StreamModule, StreamFactory, Seq(
