@@ -198,3 +198,35 @@ def test_memory_flatness_is_judged_on_the_streamed_runs() -> None:
     assert whole["verdict"] == "" and whole["goal"] == "(informational)" and "9.43x" in whole["measured"]
     assert targets["peak memory 10,000,000 vs 1,000,000 events, type-grained (stream) (peak RSS delta)"]["verdict"] == "met"
     assert targets["peak memory 10,000,000 vs 1,000,000 events, type-grained (stream) (tracemalloc peak)"]["verdict"] == "missed"
+
+
+def test_streaming_state_stays_flat_over_a_long_stream() -> None:
+    """The streaming benchmark's state measure: the groups' snapshots, as Spark's operator
+    keeps them, stop growing once the first windows close (q2 carries kernel states, q3
+    holds its open windows' events)."""
+    from cogra.bench.streaming import state_curve
+
+    for name, kind in (("q2", "carried"), ("q3", "held")):
+        curve = state_curve(name, 40_000, 2_000)
+        assert curve.kind == kind and curve.groups > 1
+        settled = curve.state_bytes[len(curve.state_bytes) // 4:]
+        assert max(settled) < 1.5 * min(settled), (name, curve.state_bytes)
+
+
+def test_the_streaming_section_is_embedded_in_benchmarks_md_once(tmp_path: Path) -> None:
+    from cogra.bench import streaming
+
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\ntext\n\n## Files\n\nraw\n")
+    run = streaming.RateRun("q2", 500, 16, 10, 6781, 1.11, True, 1.75, 6.09, 7.0, 40, 500, 30, 4096,
+                            0.75, 9041, True)
+    curve = streaming.StateCurve("q2", "carried", 30, [1000, 2000, 3000], [5000, 6000, 6000])
+    result = {"quick": True, "date": "2026-11-28", "trigger": "1 second", "delay_seconds": 30,
+              "rates": [streaming.asdict(run)], "state": [streaming.asdict(curve)],
+              "settings": streaming.QUICK}
+    for _ in range(2):
+        streaming.write_report(result, tmp_path)
+    text = (tmp_path / "benchmarks.md").read_text()
+    assert text.count(streaming.BEGIN) == 1 and text.index(streaming.END) < text.index("## Files")
+    assert "| q2 | 500 | 6,781 | 1.11 | yes | 1.75 / 6.09 / 7.00 | 40 |" in text
+    assert "Highest sustained rate: q1 0 rows/s, q2 500 rows/s" in text
+    assert (tmp_path / "benchmarks" / "streaming-state.png").exists()

@@ -4,6 +4,7 @@
     cogra bench --quick              # small sizes and short limits: under two minutes
     cogra bench --experiments any-events,mixed-vs-greta --time-limit 120
     cogra bench --list               # the experiments
+    cogra bench --experiments streaming   # q1-q3 over Structured Streaming (opt-in; Spark)
     cogra bench --report-only bench-results/20260101-120000   # regenerate the docs
     python -m cogra.bench ...        # the same
 
@@ -87,6 +88,8 @@ def run_command(args: argparse.Namespace) -> int:
         for e in experiments.EXPERIMENTS.values():
             print(f"{e.id:<16} {e.title}{'  (opt-in)' if e.opt_in else ''}")
             print(f"{'':<16} {e.figure}")
+        print(f"{'streaming':<16} q1-q3 over Structured Streaming: sustained rate, latency, state size  (opt-in)")
+        print(f"{'':<16} target: issue 'Streaming', item 7 (cogra.bench.streaming)")
         return 0
     root = repository_root()
     docs_dir = Path(args.docs) if args.docs else root / "docs"
@@ -95,6 +98,18 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"wrote {md} and {len(plots)} plots in {md.parent / 'benchmarks'}")
         return 0
 
+    names = [n.strip() for n in (args.experiments or "").split(",") if n.strip()]
+    streaming = "streaming" in names or names == ["all"]
+    if streaming:
+        from cogra.bench import streaming as streaming_bench
+
+        out_dir = Path(args.out) if args.out else root / "bench-results" / report.timestamp()
+        streaming_bench.run(args.quick, out_dir, None if args.no_docs else docs_dir,
+                            log=(lambda _text: None) if args.quiet else None)
+        names = [n for n in names if n != "streaming"]
+        if not names:
+            return 0
+        args.experiments = ",".join(names)
     try:
         selected = experiments.select(args.experiments)
     except ValueError as err:

@@ -544,6 +544,9 @@ def write_markdown(rows: list[dict], machine: dict, settings: dict, docs_dir: Pa
         add("")
     path = docs_dir / "benchmarks.md"
     path.write_text("\n".join(lines))
+    from cogra.bench.streaming import embed
+
+    embed(docs_dir)  # the streaming section, measured by its own command
     return path
 
 

@@ -1,35 +1,37 @@
-"""Streaming evaluation: record batches in, one result table out, with memory bounded by
-the open windows' aggregate states -- not by the events per window.
+"""Carried window states: record batches in, the windows' aggregates out, with memory
+bounded by the open windows' aggregate states -- not by the events per window.
 
-:class:`StreamEvaluation` takes batches (``push``) and returns the result (``finish``);
-:func:`cogra.evaluate_batches` wraps it.  The result equals :func:`cogra.evaluate` over the
-concatenated batches.  Each batch goes through the ordinary :class:`Engine` (filters,
-sub-streams, windows); what differs is that the compiled kernel *continues* each window
-from the state the previous batches left (``kernels.run_windows_from``), and a window is
-finalised, and its state dropped, once its sub-stream's events have passed its end.
+Each batch goes through the ordinary :class:`Engine` (filters, sub-streams, windows);
+what differs is that the compiled kernel *continues* each window from the state the
+previous batches left (``kernels.run_windows_from``), and a window is finalised, and its
+state dropped, once no later event can fall into it.  Two drivers:
 
-What the stream must satisfy: the events of one sub-stream (one value of the plain keys,
-``[attr]`` / GROUP-BY attr) arrive in time order across batches -- globally time-ordered
-streams and Spark partitions sorted by key, then time, both do.  A key's rows at its
-latest time so far are held back until the next batch (more events of that time may
-follow, and ties must be processed together).  An earlier time arriving late is a
-:class:`~cogra.errors.DataError` naming the key.
+* :meth:`StreamEvaluation.push` / :meth:`~StreamEvaluation.finish` -- the Spark worker's
+  streamed route.  The events of one sub-stream (one value of the plain keys, ``[attr]`` /
+  GROUP-BY attr) arrive in time order across batches, as Spark partitions sorted by key,
+  then time, bring them.  A key's rows at its latest time so far are held back until the
+  next batch (ties must be processed together); an earlier time arriving late is a
+  :class:`~cogra.errors.DataError` naming the key.
+* :meth:`StreamEvaluation.settle` / :meth:`~StreamEvaluation.drain` -- a global event-time
+  watermark (:class:`cogra.runtime.online.OnlineEvaluation`): the events up to it, then
+  the windows ending by it; :meth:`~StreamEvaluation.state` and
+  :meth:`~StreamEvaluation.load_state` carry the open windows over a restart.
 
 The kernels' encodings must not depend on data a batch has not seen yet, which decides
-what streams (docs/design-next.md section 2):
+what can be carried (:func:`unsupported_reason` says why not, before any data is read):
 
 * float sums are exact scaled integers ``x * 2**k``; ``k`` grows when a batch needs finer
   resolution, and the carried states' sum channels are multiplied by ``2**Δk`` (exact:
-  sums are linear in x); every float sum is kept in two limbs;
+  sums are linear in x); every float sum is kept in two limbs.  Values spanning more than
+  2**93, or inf/NaN, cannot be held so: a batch with one is a DataError
+  (:func:`values_may_stop` tells the callers that avoid it);
 * MIN/MAX keys must be order-preserving without a dictionary: numbers, timestamps,
   dates, booleans -- not strings;
 * the engine's exact Python fallback needs a window's events, which are gone: a value the
-  kernels cannot decide raises :class:`~cogra.runtime.fast.finish.UndecidableError`.
-
-Anything else -- the mixed-grained executor (it keeps events), variable keys (a
-sub-stream's membership depends on later values), fractional windows or float times,
-decimals -- raises :class:`StreamingUnsupported` when the query is prepared, before any
-data is read.
+  kernels cannot decide raises :class:`~cogra.runtime.fast.finish.UndecidableError`;
+* the mixed-grained executor keeps events and variable keys make a sub-stream's
+  membership depend on later values: neither is carried, nor are fractional windows or
+  decimals.
 """
 
 from __future__ import annotations

@@ -134,6 +134,7 @@ def run_stream_demo(seconds: float = 30.0, rows_per_second: int = 2000, rows: in
         spark = session(app_name="cogra-stream-demo", master=master)
         spark.sparkContext.setLogLevel("ERROR")
     from cogra.spark import match_trend
+    from cogra.spark.streaming import stop_between_batches
 
     ended: dict[int, float] = {}  # batch id -> when it ended (its watermark is the next batch's)
 
@@ -167,7 +168,7 @@ def run_stream_demo(seconds: float = 30.0, rows_per_second: int = 2000, rows: in
                   f"{progress.get('inputRowsPerSecond', 0):,.0f} rows/s, processed "
                   f"{progress.get('processedRowsPerSecond', 0):,.0f} rows/s in the last", file=out)
         finally:
-            query.stop()
+            stop_between_batches(query)
             if own:
                 spark.stop()
     return 0

@@ -132,6 +132,21 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
     )
 
 
+def stop_between_batches(query: Any, timeout: float = 60.0) -> None:
+    """Stop a streaming query once no micro-batch is running (or after ``timeout`` s).
+
+    Stopping one mid-batch interrupts its tasks, and Spark then matches the interruption's
+    message with a regular expression; a Python ``foreachBatch`` sink's message (py4j's,
+    with the Python traceback) is long enough for that match to overflow the stream
+    thread's stack, which dies with a StackOverflowError and a thousand-line trace."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.02)
+    query.stop()
+
+
 class MatchTrendProcessor(StatefulProcessor):
     """The per-group stateful processor: an OnlineEvaluation restored from and saved to the
     group's state around each call."""
@@ -198,4 +213,4 @@ class MatchTrendProcessor(StatefulProcessor):
         pass
 
 
-__all__ = ["MatchTrendProcessor", "match_trend_stream"]
+__all__ = ["MatchTrendProcessor", "match_trend_stream", "stop_between_batches"]

@@ -1,0 +1,399 @@
+"""``cogra bench --experiments streaming``: q1-q3 over Structured Streaming on local[2].
+
+Three measurements, written to ``docs/benchmarks/streaming.md`` (embedded in
+``docs/benchmarks.md``) with plots, and the raw numbers to ``streaming.json``:
+
+* **Sustained rate.**  Each query over its data set's live source (``cogra.activity``,
+  ``cogra.rides``, ``cogra.stock``; :mod:`cogra.spark.sources`) at doubling input rates,
+  a processing-time trigger of one second, the report's 30-second watermark, a
+  ``foreachBatch`` sink.  A rate is *sustained* when, over the run's second half (the first
+  half pays the workers' start and compiles), the micro-batches process their rows at
+  least as fast as they arrive: rows / busy seconds >= rows offered per second.  The
+  ladder stops at the first rate that is not.
+* **Latency** from the input closing a window to its row in the sink: for each emitted
+  window, the sink's wall time minus the start of the first micro-batch whose largest
+  event time minus the delay reached the window's end.  It includes Spark's own step: a
+  watermark computed in one micro-batch closes windows in the next.
+* **State size** over a long simulated stream: the query evaluated by
+  :class:`~cogra.runtime.online.OnlineEvaluation` per group of its plain GROUP-BY keys,
+  as Spark's stateful operator keeps it, with the global watermark advanced after each
+  batch; the sum of the groups' snapshots (the bytes the state store holds) after each
+  batch.  Flat means bounded by the open windows, not by the events seen.
+
+Each rate's events are then evaluated by batch ``MATCH_TREND`` in the same session
+(the source's first N rows are the stream's), timed, and compared with the streamed
+rows of the windows the stream closed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from cogra.examples import Q1, Q2, Q3
+
+QUERIES = {"q1": ("activity", Q1), "q2": ("rides", Q2), "q3": ("stock", Q3)}
+DELAY_SECONDS = 30
+TRIGGER = "1 second"
+FULL = {"rates": [500, 1_000, 2_000, 4_000, 8_000, 16_000], "seconds": 40, "events": 1_000_000, "batch": 10_000}
+QUICK = {"rates": [500, 2_000], "seconds": 16, "events": 100_000, "batch": 5_000}
+
+
+@dataclass
+class RateRun:
+    """One query at one input rate."""
+
+    query: str
+    rate: int
+    seconds: float
+    batches: int
+    rows: int
+    capacity: float
+    """Second half: rows processed per busy second, over the rate (>= 1: sustained)."""
+    sustained: bool
+    latency_p50: float | None
+    latency_p95: float | None
+    latency_max: float | None
+    windows: int
+    output_rows: int
+    state_rows: int | None
+    state_bytes: int | None
+    batch_seconds: float | None = None
+    batch_rows_per_second: float | None = None
+    equal_to_batch: bool | None = None
+
+
+@dataclass
+class StateCurve:
+    """State bytes after each batch of a simulated stream."""
+
+    query: str
+    kind: str
+    groups: int
+    events: list[int] = field(default_factory=list)
+    state_bytes: list[int] = field(default_factory=list)
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(math.ceil(q * len(values))) - 1)]
+
+
+def run_rate(spark: Any, name: str, rate: int, seconds: float, log: Any) -> RateRun:
+    """Stream ``name`` at ``rate`` rows/s for ``seconds``; then batch MATCH_TREND over the
+    same rows."""
+    import pyarrow as pa
+
+    from cogra.spark import match_trend
+    from cogra.spark.streaming import stop_between_batches
+
+    data_set, query = QUERIES[name]
+    sunk: dict[int, tuple[float, pa.Table]] = {}
+
+    def sink(batch: Any, batch_id: int) -> None:
+        table = batch.toArrow()
+        sunk[batch_id] = (time.time(), table)
+
+    with tempfile.TemporaryDirectory(prefix="cogra-bench-stream-") as checkpoint:
+        source = spark.readStream.format(f"cogra.{data_set}").option("rowsPerSecond", rate).load()
+        out = match_trend(source, query, watermark=f"{DELAY_SECONDS} seconds")
+        stream = (out.writeStream.foreachBatch(sink).trigger(processingTime=TRIGGER)
+                  .option("checkpointLocation", checkpoint).start())
+        try:
+            stream.awaitTermination(seconds)
+        finally:
+            stop_between_batches(stream)
+        progress = [p for p in stream.recentProgress if p.get("numInputRows") is not None]
+    progress.sort(key=lambda p: p["batchId"])
+    rows = max((int(json.loads(p["sources"][0]["endOffset"])["rows"]) if isinstance(p["sources"][0]["endOffset"], str)
+                else int(p["sources"][0]["endOffset"]["rows"]) for p in progress if p["sources"]), default=0)
+    # Capacity over the second half of the run.
+    began = _epoch(progress[0]["timestamp"]) if progress else 0.0
+    half = [p for p in progress if _epoch(p["timestamp"]) >= began + seconds / 2]
+    busy = sum(p["durationMs"].get("triggerExecution", 0) for p in half) / 1000
+    done = sum(p["numInputRows"] for p in half)
+    capacity = (done / busy / rate) if busy > 0 and done else 0.0
+    # Latency: the first batch whose max event time minus the delay reached each window end.
+    reached: list[tuple[float, float]] = []  # (watermark reachable, batch start), in batch order
+    top = -math.inf
+    for p in progress:
+        mx = (p.get("eventTime") or {}).get("max")
+        if mx:
+            top = max(top, _epoch(mx))
+        reached.append((top - DELAY_SECONDS, _epoch(p["timestamp"])))
+    latencies = []
+    tables = []
+    for _, (at, table) in sorted(sunk.items()):
+        if not table.num_rows:
+            continue
+        tables.append(table)
+        for end in set(table.column("window_end").to_pylist()):
+            start = next((t for mark, t in reached if mark >= end), None)
+            if start is not None:
+                latencies.append(at - start)
+    streamed = pa.concat_tables(tables) if tables else None
+    last = progress[-1] if progress else {}
+    operators = last.get("stateOperators") or [{}]
+    result = RateRun(
+        query=name, rate=rate, seconds=seconds, batches=len(progress), rows=rows, capacity=round(capacity, 3),
+        sustained=capacity >= 1.0, latency_p50=_percentile(latencies, 0.5),
+        latency_p95=_percentile(latencies, 0.95), latency_max=max(latencies) if latencies else None,
+        windows=len(latencies), output_rows=streamed.num_rows if streamed is not None else 0,
+        state_rows=operators[0].get("numRowsTotal"), state_bytes=operators[0].get("memoryUsedBytes"))
+    if rows:
+        began = time.perf_counter()
+        events = spark.read.format(f"cogra.{data_set}").option("rows", rows).load()
+        whole = match_trend(events, query).toArrow()
+        result.batch_seconds = round(time.perf_counter() - began, 3)
+        result.batch_rows_per_second = round(rows / result.batch_seconds)
+        if streamed is not None:
+            result.equal_to_batch = _same_closed_windows(streamed, whole)
+    log(f"  {name} at {rate:,} rows/s: {result.rows:,} rows in {result.batches} batches, capacity "
+        f"{result.capacity:.2f}x, latency p50 {result.latency_p50 or 0:.2f} s p95 {result.latency_p95 or 0:.2f} s, "
+        f"batch {result.batch_rows_per_second or 0:,} rows/s, equal {result.equal_to_batch}")
+    return result
+
+
+def _same_closed_windows(streamed: Any, whole: Any) -> bool:
+    """The streamed rows equal batch MATCH_TREND's for every window up to the last one the
+    stream closed (all windows ending by it were closed with it).  Floats within 1e-12
+    relative: an AVG over trend counts past 2**92 is within a few ulps (docs/ARCHITECTURE.md,
+    the finish), and its last bits depend on which events shared the engine call."""
+    import pyarrow.compute as pc
+
+    last = pc.max(streamed.column("window_end")).as_py()
+    whole = whole.filter(pc.less_equal(whole.column("window_end"), last))
+    if streamed.num_rows != whole.num_rows:
+        return False
+
+    def rows(t: Any) -> list[tuple]:
+        cols = [t.column(i).to_pylist() for i in range(t.num_columns)]
+        key = [i for i, f in enumerate(t.schema) if not str(f.type).startswith(("double", "float"))]
+        return sorted(zip(*cols), key=lambda r: repr([r[i] for i in key]))
+
+    for a, b in zip(rows(streamed.select(whole.column_names)), rows(whole)):
+        for x, y in zip(a, b):
+            if isinstance(x, float) and isinstance(y, float):
+                if not (math.isclose(x, y, rel_tol=1e-12) or (x != x and y != y)):
+                    return False
+            elif x != y:
+                return False
+    return True
+
+
+def state_curve(name: str, events: int, batch: int) -> StateCurve:
+    """The query's state, as Spark's operator keeps it (one OnlineEvaluation per group of
+    the plain GROUP-BY keys, one global watermark), after each batch of a stream."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import cogra
+    from cogra import datasets
+    from cogra.runtime.online import OnlineEvaluation
+
+    data_set, query = QUERIES[name]
+    table = getattr(datasets, data_set)(events, seed=1)
+    keys = list(cogra.partition_columns(query))
+    groups: dict[tuple, OnlineEvaluation] = {}
+    curve = StateCurve(name, OnlineEvaluation(query, table.schema).kind, 0)
+    top = None
+    for at in range(0, table.num_rows, batch):
+        part = table.slice(at, batch)
+        top = max(top or 0, int(pc.max(part.column("time")).as_py()))
+        if keys:
+            codes = pc.dictionary_encode(pc.binary_join_element_wise(
+                *[pc.cast(part.column(k), pa.string()) for k in keys], "\x1f")).combine_chunks()
+            values = codes.dictionary.to_pylist()
+            index = codes.indices.to_numpy(zero_copy_only=False)
+            pieces = {values[i]: part.filter(pa.array(index == i)) for i in np.unique(index)}
+        else:
+            pieces = {"": part}
+        for key, rows in pieces.items():
+            online = groups.get(key)
+            if online is None:
+                online = groups[key] = OnlineEvaluation(query, table.schema, delay=DELAY_SECONDS)
+            online.push(rows)
+        for online in groups.values():
+            online.advance(top - DELAY_SECONDS)
+        curve.events.append(at + part.num_rows)
+        curve.state_bytes.append(sum(len(o.snapshot()) for o in groups.values()))
+    curve.groups = len(groups)
+    return curve
+
+
+def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None) -> dict:
+    """The whole experiment; returns what it wrote to ``out_dir/streaming.json``."""
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    sizes = QUICK if quick else FULL
+    from cogra.spark import session
+    from cogra.spark.sqlrun import quiet_pyspark
+
+    quiet_pyspark()
+    spark = session(app_name="cogra-bench-streaming", master="local[2]", **{
+        "spark.ui.enabled": "false", "spark.sql.ansi.enabled": "false",
+        "spark.sql.shuffle.partitions": "2", "spark.sql.streaming.numRecentProgressUpdates": "1000"})
+    spark.sparkContext.setLogLevel("ERROR")
+    runs: list[RateRun] = []
+    try:
+        for name in QUERIES:
+            log(f"streaming {name}")
+            for rate in sizes["rates"]:
+                r = run_rate(spark, name, rate, sizes["seconds"], log)
+                runs.append(r)
+                if not r.sustained:
+                    break
+    finally:
+        spark.stop()
+    curves = []
+    for name in QUERIES:
+        curve = state_curve(name, sizes["events"], sizes["batch"])
+        log(f"state of {name} ({curve.kind}): {curve.state_bytes[len(curve.state_bytes) // 10]:,} B after "
+            f"{curve.events[len(curve.events) // 10]:,} events, {curve.state_bytes[-1]:,} B after {curve.events[-1]:,}")
+        curves.append(curve)
+    result = {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M %Z"), "trigger": TRIGGER,
+              "delay_seconds": DELAY_SECONDS, "rates": [asdict(r) for r in runs],
+              "state": [asdict(c) for c in curves], "settings": sizes}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "streaming.json").write_text(json.dumps(result, indent=2))
+    if docs_dir is not None:
+        write_report(result, docs_dir, out_dir)
+    return result
+
+
+# -- report --------------------------------------------------------------------------------
+BEGIN, END = "<!-- streaming: begin -->", "<!-- streaming: end -->"
+
+
+def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> Path:
+    """``docs_dir/benchmarks/streaming.md`` and its plots, embedded in benchmarks.md."""
+    plots = docs_dir / "benchmarks"
+    plots.mkdir(parents=True, exist_ok=True)
+    _plot(result, plots)
+    lines = ["## Streaming: q1-q3 over Structured Streaming (local[2])", ""]
+    add = lines.append
+    add(f"Generated by `cogra bench --experiments streaming{' --quick' if result['quick'] else ''}` on "
+        f"{result['date']}{' (**quick mode**)' if result['quick'] else ''}. Each query reads its data "
+        f"set's live source at doubling rates for {result['settings']['seconds']} s (trigger "
+        f"{result['trigger']}, watermark {result['delay_seconds']} seconds, `foreachBatch` sink); see "
+        "`python/cogra/bench/streaming.py` for the method. *Capacity*: rows processed per busy "
+        "second over the rate, second half of the run (>= 1: the rate is sustained). *Latency*: from "
+        "the start of the micro-batch whose events closed a window to its row in the sink (Spark "
+        "closes windows one micro-batch after the one that moved the watermark). *Batch*: "
+        "MATCH_TREND over the same rows in the same session, and whether the streamed rows equal "
+        "its rows for the windows the stream closed (floats within 1e-12 relative).")
+    add("")
+    add("| query | rate (rows/s) | rows | capacity | sustained | latency p50 / p95 / max (s) | windows | "
+        "state rows / bytes (Spark) | batch rows/s | equal to batch |")
+    add("|---|---:|---:|---:|---|---|---:|---|---:|---|")
+    for r in result["rates"]:
+        lat = " / ".join("-" if v is None else f"{v:.2f}" for v in (r["latency_p50"], r["latency_p95"], r["latency_max"]))
+        add(f"| {r['query']} | {r['rate']:,} | {r['rows']:,} | {r['capacity']:.2f} | "
+            f"{'yes' if r['sustained'] else '**no**'} | {lat} | {r['windows']:,} | "
+            f"{r['state_rows'] if r['state_rows'] is not None else '-'} / "
+            f"{_kb(r['state_bytes'])} | {r['batch_rows_per_second'] or 0:,} | "
+            f"{'-' if r['equal_to_batch'] is None else 'yes' if r['equal_to_batch'] else '**no**'} |")
+    add("")
+    best = {}
+    for r in result["rates"]:
+        if r["sustained"]:
+            best[r["query"]] = max(best.get(r["query"], 0), r["rate"])
+    add("Highest sustained rate: " + ", ".join(f"{q} {best.get(q, 0):,} rows/s" for q in QUERIES) + ".")
+    add("")
+    add(f"State over a simulated stream of {result['settings']['events']:,} events (OnlineEvaluation per "
+        "group of the plain GROUP-BY keys, as Spark's operator keeps it; the sum of the groups' "
+        "snapshots after each batch):")
+    add("")
+    add("| query | state kind | groups | bytes at 10% of the stream | at 50% | at the end |")
+    add("|---|---|---:|---:|---:|---:|")
+    for c in result["state"]:
+        b = c["state_bytes"]
+        add(f"| {c['query']} | {c['kind']} | {c['groups']} | {_kb(b[len(b) // 10])} | {_kb(b[len(b) // 2])} | "
+            f"{_kb(b[-1])} |")
+    add("")
+    for name in ("streaming-rate", "streaming-latency", "streaming-state"):
+        if (plots / f"{name}.png").exists():
+            add(f"![{name}](benchmarks/{name}.png)")
+    add("")
+    if out_dir is not None:
+        add(f"Raw results: `{out_dir / 'streaming.json'}` (git-ignored).")
+        add("")
+    section = "\n".join(lines)
+    path = plots / "streaming.md"
+    path.write_text(section)
+    embed(docs_dir)
+    return path
+
+
+def embed(docs_dir: Path) -> None:
+    """Put ``benchmarks/streaming.md`` into ``benchmarks.md`` between the markers (before
+    its Files section), replacing an earlier copy."""
+    section_path = docs_dir / "benchmarks" / "streaming.md"
+    md = docs_dir / "benchmarks.md"
+    if not section_path.exists() or not md.exists():
+        return
+    text = md.read_text()
+    block = f"{BEGIN}\n{section_path.read_text().rstrip()}\n{END}\n"
+    if BEGIN in text and END in text:
+        a, b = text.index(BEGIN), text.index(END) + len(END)
+        text = text[:a] + block.rstrip("\n") + text[b:]
+    elif "\n## Files" in text:
+        at = text.index("\n## Files") + 1
+        text = text[:at] + block + "\n" + text[at:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block
+    md.write_text(text)
+
+
+def _kb(n: int | None) -> str:
+    return "-" if n is None else f"{n / 1024:,.0f} kB"
+
+
+def _plot(result: dict, plots: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = result["rates"]
+    for name, column, label in (("streaming-rate", "capacity", "capacity (processed / offered rows)"),
+                                ("streaming-latency", "latency_p95", "latency p95 (s)")):
+        fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=110)
+        for q in QUERIES:
+            pts = [(r["rate"], r[column]) for r in rates if r["query"] == q and r[column] is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=q)
+        if column == "capacity":
+            ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_xlabel("input rate (rows/s)")
+        ax.set_ylabel(label)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(plots / f"{name}.png")
+        plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=110)
+    for c in result["state"]:
+        ax.plot(c["events"], [b / 1024 for b in c["state_bytes"]], label=f"{c['query']} ({c['kind']})")
+    ax.set_xlabel("events seen")
+    ax.set_ylabel("state (kB)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(plots / "streaming-state.png")
+    plt.close(fig)
+
+
+__all__ = ["QUERIES", "RateRun", "StateCurve", "embed", "run", "run_rate", "state_curve", "write_report"]
