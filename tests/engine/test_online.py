@@ -163,3 +163,15 @@ def test_carried_states_at_scale_with_restarts() -> None:
         sizes.append(len(online.snapshot()))
     assert max(sizes[20:]) < 2 * max(sizes[:20])  # flat: bounded by the open windows
     assert online.state.held is None or online.state.held.num_rows < 500
+
+
+def test_a_restored_evaluation_without_open_windows_rescales_nothing() -> None:
+    """Restored with no open window, the first batch that needs a finer float scale has
+    nothing to rescale (found by the property test: NULL-only values, then 0.5)."""
+    rows = pa.table({"type": ["A"] * 9, "time": [None, 0, 0, 0, 0, 0, 0, 0, 3],
+                     "v": [0, 0, 0, 0, 0, 0, 0, None, None],
+                     "w": [None] * 8 + [0.5], "h": [0] * 9})
+    query = "RETURN AVG(V0.w) PATTERN (SEQ(A V0, A V1)+)+ WHERE V0.v > 1 AND [h] WITHIN 2 seconds SLIDE 1 seconds"
+    got, online = run_online(query, rows, cuts=[], delay=1, shuffle_seed=0, restore_at={0}, states="carried")
+    assert online.kind == "carried"
+    assert_same_result(sorted_rows(got), sorted_rows(batch_result(query, rows)))

@@ -514,6 +514,8 @@ class StreamEvaluation:
         factor = np.uint64((1 << shift) & 0xFFFFFFFFFFFFFFFF) if shift < 64 else np.uint64(0)
 
         def scale(out: Any) -> None:
+            if not len(out.e):  # (a store restored without open windows)
+                return
             out.i[..., i_idx] *= factor  # exact modulo 2**64
             with np.errstate(over="ignore"):
                 out.f[..., f_idx] *= 2.0**shift if shift < 1000 else np.inf
