@@ -12,6 +12,6 @@ stamp=.venv/.cogra-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[spark,test,bench,fast]"
+  .venv/bin/python -m pip install --quiet -e ".[spark,test,bench]"
   echo "$want" > "$stamp"
 fi

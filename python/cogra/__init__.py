@@ -6,6 +6,10 @@ The public surface is small: :func:`parse` a query, :func:`explain` its plan, an
 
 __version__ = "0.1.0"
 
+from cogra.runtime.caches import ensure_numba_cache  # noqa: E402
+
+ensure_numba_cache()  # before any kernel module is imported (numba reads it then)
+
 from cogra.api import (  # noqa: E402
     MAX_WINDOWS_PER_EVENT,
     CograDataWarning,

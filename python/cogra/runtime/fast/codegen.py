@@ -12,8 +12,8 @@ over the batch's events); and the rescaling check only watches the trend counts,
 against a bound that the caller derives from the largest attribute magnitude and the
 longest window.
 
-Sources are written to ``$COGRA_CACHE`` (default ``~/.cache/cogra/kernels``) and
-imported from there, so numba's on-disk cache works across processes: compiling a
+Sources are written to :func:`cogra.runtime.caches.cache_root` ``/kernels`` (default
+``~/.cache/cogra/kernels``) and imported from there, so numba's on-disk cache works across processes: compiling a
 shape costs about a second once.
 """
 
@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from cogra.runtime.caches import cache_root
 from cogra.runtime.fast import codegen_decode, codegen_ring
 from cogra.runtime.fast.channels import (
     MAX_KEY_IDENTITY,
@@ -99,8 +100,9 @@ _KEYS_MAX = 4096
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("COGRA_CACHE") or os.path.join(Path.home(), ".cache", "cogra")
-    path = Path(root) / "kernels"
+    """Where generated modules live (:func:`cogra.runtime.caches.cache_root`: a writable
+    place on every machine)."""
+    path = cache_root() / "kernels"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -271,7 +273,8 @@ def generated_or_requested(shape: Shape, function: str, n_events: int, min_event
 
 
 def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
-    """Compile the shape's ``function`` for the types of ``args`` in a detached process,
+    """Compile the shape's ``function`` for the types of ``args`` in a background process
+    that ends with this one (:func:`_end_with`),
     once per machine and shape, so that later calls find it compiled (:func:`is_compiled`)
     -- e.g. a Spark worker's 131k-row chunks, each below the size that repays compiling
     in the foreground.  A lock file beside the source (holding the request) keeps other
@@ -297,18 +300,52 @@ def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
         return False
     with os.fdopen(fd, "wb") as f:
         f.write(pickle.dumps((shape, function, tuple(numba.typeof(a) for a in args))))
-    subprocess.Popen([sys.executable, "-m", "cogra.runtime.fast.codegen", str(lock)],
+    subprocess.Popen([sys.executable, "-m", "cogra.runtime.fast.codegen", str(lock), str(os.getpid())],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True, close_fds=True)
     return True
 
 
-def _compile_requested(lock: str) -> None:
+def _end_with(parent: int, lock: Path) -> None:
+    """Make this background compile end when the process that asked for it does: a
+    compile outliving its driver or worker holds a core nobody waits for.  Linux tells the
+    process at once (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent.  Ending
+    early removes the lock, so that the next call asks again.  (Its own session still: a
+    Ctrl-C meant for the parent's terminal should not cut a compile that is about to end
+    with the parent's exit anyway.)"""
+    import signal
+
+    def stop(*_: object) -> None:
+        lock.unlink(missing_ok=True)
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent ended before the signal was armed
+        stop()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                stop()
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _compile_requested(lock: str, parent: int | None = None) -> None:
     """The background process: compile what the lock file asks for (numba saves it to its
-    disk cache), then remove the lock."""
+    disk cache), then remove the lock; end with ``parent`` (:func:`_end_with`)."""
     import pickle
 
     path = Path(lock)
+    if parent is not None:
+        _end_with(parent, path)
     shape, function, signature = pickle.loads(path.read_bytes())
     # A compile that fails leaves its lock: no process asks again until it is stale
     # (STALE_LOCK_SECONDS) -- each Spark task's call would start another one.
@@ -1077,4 +1114,4 @@ def sliding_for(shape: Shape) -> Callable:
 if __name__ == "__main__":  # python -m cogra.runtime.fast.codegen LOCK (see compile_in_background)
     from cogra.runtime.fast import codegen as _codegen  # the module proper, not this __main__ copy
 
-    _codegen._compile_requested(sys.argv[1])
+    _codegen._compile_requested(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)
