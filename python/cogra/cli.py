@@ -90,6 +90,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_warm(args: argparse.Namespace) -> int:
+    from cogra import warmup
+
+    return 1 if warmup.run(args.jobs) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cogra", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"cogra {cogra.__version__}")
@@ -117,6 +123,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-overflow", choices=("error", "null"), default="error")
     p.add_argument("--rows", type=int, default=20)
     p.set_defaults(func=cmd_run)
+    p = sub.add_parser("warm", help="compile the generic kernels into the disk cache ahead of the first query")
+    p.add_argument("--jobs", type=int, default=None, help="compiles at once (default: the cores)")
+    p.set_defaults(func=cmd_warm)
     importlib.import_module("cogra.bench")  # registers `cogra bench`
     if importlib.util.find_spec("pyspark") is not None:
         # registers sql, data, shim, thriftserver, connect-server
