@@ -1,6 +1,6 @@
 """The package installs as users install it: the built wheel, ``pip install``-ed into an
 empty virtual environment (no extras), runs the README's Python example -- with no
-deprecation warning from the build."""
+deprecation warning from the build -- and carries the Scala shim's sources."""
 
 from __future__ import annotations
 
@@ -42,3 +42,10 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs_the_readme_example(tmp_p
     assert str(tmp_path / "venv") in subprocess.run(
         [str(python), "-c", "import cogra; print(cogra.__file__)"], capture_output=True, text=True,
         cwd=tmp_path).stdout  # the wheel's cogra, not the checkout's
+    # The shim's Scala sources travel with the package, where cogra.spark.shim_build looks
+    # (with pyspark installed, a session builds the jar from them).
+    shim = subprocess.run([str(python), "-c", "import cogra, pathlib; print(sorted(p.name for p in "
+                           "(pathlib.Path(cogra.__file__).parent / '_shim').rglob('*.scala')))"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    expected = sorted(p.name for p in (ROOT / "jvm-shim").rglob("*.scala"))
+    assert shim.stdout.strip() == str(expected) and len(expected) >= 4, shim.stdout + shim.stderr

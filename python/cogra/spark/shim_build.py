@@ -53,11 +53,12 @@ class BuildResult:
 
 
 def default_source_dir() -> Path:
+    """``$COGRA_SHIM_SOURCES``, else the package's copy of ``jvm-shim/`` (``cogra/_shim``:
+    a link in a checkout, the sources themselves in an installed wheel)."""
     env = os.environ.get("COGRA_SHIM_SOURCES")
     if env:
         return Path(env)
-    # python/cogra/spark/shim_build.py -> repository root / jvm-shim
-    return _PACKAGE_DIR.parent.parent / "jvm-shim"
+    return _PACKAGE_DIR / "_shim"
 
 
 def default_jar_dir() -> Path:
@@ -71,8 +72,9 @@ def default_jar_dir() -> Path:
             return local
     except OSError:
         pass
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "cogra" / "jars"
+    from cogra.runtime.caches import cache_root
+
+    return cache_root() / "jars"  # a writable place on every machine
 
 
 def pyspark_home() -> Path:
