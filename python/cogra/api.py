@@ -186,8 +186,10 @@ def evaluate_batches(
 ) -> pa.Table:
     """Evaluate over a stream of record batches in time order, with memory bounded by the
     open windows (:class:`~cogra.runtime.online.OnlineEvaluation`, advanced after each
-    batch; the rows of each window as it closes, concatenated).  Without WITHIN the one
-    window is the whole stream; integer or timestamp times.
+    batch; the rows of each window as it closes, concatenated): their aggregate states
+    wherever the kernels can carry the query -- a value they cannot take (a float sum
+    spanning more than 2**93, inf/NaN) is then a :class:`DataError` -- else their events.
+    Without WITHIN the one window is the whole stream; integer or timestamp times.
 
     Events may come out of time order by up to ``delay`` (in the time column's units; for
     timestamps, seconds); an event later than that is a :class:`DataError`.  The result
@@ -204,9 +206,17 @@ def evaluate_batches(
         if first is None:
             raise ValueError("evaluate_batches needs a schema= when there are no batches")
         schema = first.schema
+    from cogra.runtime.stream import unsupported_reason
+
+    # Carried wherever the kernels can carry the query, float sums included: the caller
+    # asked for memory bounded by the windows' states, and a value that stops the kernels
+    # (a float sum spanning 2**93, inf/NaN) is a DataError that says to use evaluate().
+    # (A long-running OnlineEvaluation holds such queries instead: it must not stop.)
+    kind = "carried" if unsupported_reason(plan(query, schema, type_column=type_column,
+                                                time_column=time_column)) is None else "held"
     online = OnlineEvaluation(query, schema, type_column=type_column, time_column=time_column, delay=delay,
                               on_overflow=on_overflow, max_windows_per_event=max_windows_per_event,
-                              late="error", bounded=True)
+                              late="error", bounded=True, states=kind)
     tie = 1  # events at the latest time may continue in the next batch: that time stays open
     parts = []
     for batch in itertools.chain([first] if first is not None else [], it):

@@ -117,9 +117,16 @@ def test_float_scale_grows_mid_stream() -> None:
         for batch in (first, second, third):
             stream.push(batch)
         stream.finish()
-    # So a stream whose float sums could meet such a value keeps its windows' events
-    # (OnlineEvaluation's held states), and evaluates them exactly.
-    assert streamed(query, [first, second, third]).equals(whole(query, pa.concat_tables([first, second, third])))
+    with pytest.raises(cogra.DataError, match="2\\*\\*93"):
+        streamed(query, [first, second, third])  # evaluate_batches carries states too
+    # A long-running OnlineEvaluation holds such a query's events instead (it must not
+    # stop), and evaluates them exactly.
+    online = OnlineEvaluation(query, first.schema)
+    assert online.kind == "held"
+    for batch in (first, second, third):
+        online.push(batch)
+    got = pa.concat_tables([online.advance(), online.finish()])
+    assert got.equals(whole(query, pa.concat_tables([first, second, third])))
 
 
 def test_timestamps_in_milliseconds() -> None:
