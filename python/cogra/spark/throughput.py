@@ -114,7 +114,7 @@ class Measurement:
         of the moment, so a slow spell moves both, and one slow run moves the median of
         the ratios less than it moves the ratio of the two medians (which ranged 0.76-0.87
         over repeated five-round q3 runs).  Spark's own speed still moves it between
-        sessions: q3 on one core, twenty rounds per run, 0.73-0.85 within one day."""
+        Spark sessions: q3 on one core, twenty rounds per run, 0.73-0.85 within one day."""
         return statistics.median(self.pair_ratios)
 
     @property

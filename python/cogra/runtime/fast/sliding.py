@@ -4,7 +4,7 @@
 on its own (what :meth:`FastExecutor.run` does) costs ``d / s`` times the tumbling
 query.  When ``s`` divides ``d``, a window is a run of ``d / s`` *panes* of length
 ``s``, and :mod:`cogra.runtime.fast.sliding_kernels` shares the panes' work between
-the windows (docs/design-next.md section 1): per event it does ``nv + 1`` state
+the windows: per event it does ``nv + 1`` state
 updates instead of ``d / s``.
 
 It applies where :func:`plan` says so: the compiled type- and pattern-grained
