@@ -126,8 +126,6 @@ class OnlineEvaluation:
         self.max_windows_per_event = limit
         self.late = late
         self.kind = state_kind(self.plan) if states == "auto" else states
-        if self.kind == "carried" and unsupported_reason(self.plan) is not None:
-            raise ValueError(f"this query cannot carry states: {unsupported_reason(self.plan)}")
         unit = 1_000_000 if pa.types.is_timestamp(schema.field(time_column).type) else 1
         self.delay = int(round(delay * unit))
         self.state = OnlineState()
@@ -201,11 +199,8 @@ class OnlineEvaluation:
             return self._finish_unwindowed()
         last = st.max_time // self.slices.step * self.slices.step  # the last window holding an event
         watermark = max(st.watermark or last, last + self.slices.size)
-        if self.carried is not None:
-            st.watermark = watermark
-            return self._settle(watermark)
         st.watermark = watermark
-        return self._emit(last)
+        return self._settle(watermark) if self.carried is not None else self._emit(last)
 
     def _finish_unwindowed(self) -> pa.Table:
         st = self.state
@@ -216,19 +211,15 @@ class OnlineEvaluation:
                 warnings.simplefilter("ignore", CograDataWarning)
                 return self._output(self.carried.finish())
         rows, st.held = st.held, None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CograDataWarning)
-            return self._output(evaluate(self.query, rows, type_column=self.type_column,
-                                         time_column=self.time_column, on_overflow=self.on_overflow,
-                                         max_windows_per_event=self.max_windows_per_event))
+        return self._output(self._evaluate(rows))
 
     def next_window_end(self) -> int | None:
         """The end of the earliest window not emitted yet that holds an event (None: no
         event is waiting): where an event-time timer should fire."""
-        st = self.state
-        ends = []
         if not self.windowed:
             return None
+        st = self.state
+        ends = []
         if self.carried is not None:
             end = self.carried.next_window_end()
             if end is not None:
@@ -240,6 +231,14 @@ class OnlineEvaluation:
                 first = max(first, st.emitted_before)
             ends.append(first + size)
         return min(ends) if ends else None
+
+    def _evaluate(self, rows: pa.Table) -> pa.Table:
+        """``held``: the batch engine over held rows (their data warnings were counted
+        when the rows were pushed)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CograDataWarning)
+            return evaluate(self.query, rows, type_column=self.type_column, time_column=self.time_column,
+                            on_overflow=self.on_overflow, max_windows_per_event=self.max_windows_per_event)
 
     def _output(self, result: pa.Table) -> pa.Table:
         out = result.replace_schema_metadata(None)
@@ -273,12 +272,7 @@ class OnlineEvaluation:
         rows = st.held.filter(pa.array(needed)) if not needed.all() else st.held
         out = self.output_schema.empty_table()
         if rows.num_rows:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", CograDataWarning)
-                result = evaluate(self.query, rows, type_column=self.type_column,
-                                  time_column=self.time_column, on_overflow=self.on_overflow,
-                                  max_windows_per_event=self.max_windows_per_event)
-            out = self.slices.window_filter(result, first, last)
+            out = self.slices.window_filter(self._evaluate(rows), first, last)
         after = last + self.slices.step  # later windows start here: they need no earlier row
         keep = times >= after
         st.held = st.held.filter(pa.array(keep)) if not keep.all() else st.held

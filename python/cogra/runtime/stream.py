@@ -106,7 +106,16 @@ def _canonical_tuple(values: tuple) -> tuple:
 
 def unsupported_reason(plan: Any) -> str | None:
     """Why the kernels cannot carry this query's window states from batch to batch (None:
-    they can).  Found on the plan and an empty batch, before any data is read."""
+    they can).  Found on the plan and an empty batch, before any data is read; memoized on
+    the bound query (a streaming Spark query asks once per group and micro-batch)."""
+    key = ("stream.unsupported_reason", plan.executor)
+    memo = plan.bound.memo
+    if key not in memo:
+        memo[key] = _unsupported_reason(plan)
+    return memo[key]
+
+
+def _unsupported_reason(plan: Any) -> str | None:
     b = plan.bound
     if plan.executor not in STREAMING_EXECUTORS or b.kept_variables:
         return f"the {plan.executor.value} executor keeps events (a predicate reads an earlier event)"
@@ -148,6 +157,9 @@ class WindowStore:
     Finding the rows of a batch's windows is one sort of the live and requested pairs, so
     the per-window cost is array work, as in the whole-table engine.
     """
+
+    ARRAYS = ("i", "f", "x", "r", "e", "key", "start", "group")
+    """The per-row arrays (a row's state and its identity)."""
 
     def __init__(self, nv: int, n_i: int, n_f: int, x_is_min: np.ndarray):
         self.nv, self.n_i, self.n_f, self.x_is_min = nv, max(1, n_i), max(1, n_f), x_is_min
@@ -217,7 +229,7 @@ class WindowStore:
         """Keep only the live rows (in their order), at a capacity of at least 64."""
         live = np.flatnonzero(self.key >= 0)
         cap = max(64, len(live))
-        for name in ("i", "f", "x", "r", "e", "key", "start", "group"):
+        for name in self.ARRAYS:
             old = getattr(self, name)
             new = np.empty((cap, *old.shape[1:]), old.dtype)
             new[:len(live)] = old[live]
@@ -227,6 +239,20 @@ class WindowStore:
         self.x[free] = np.where(self.x_is_min, MIN_KEY_IDENTITY, MAX_KEY_IDENTITY)
         self.key[free], self.start[free], self.group[free] = -1, 0, 0
         self.cap = cap
+
+    def live_rows(self) -> dict[str, np.ndarray]:
+        """The live rows' arrays (what :meth:`load` takes back)."""
+        live = np.flatnonzero(self.key >= 0)
+        return {name: getattr(self, name)[live] for name in self.ARRAYS}
+
+    def load(self, rows: dict[str, np.ndarray]) -> None:
+        """Take :meth:`live_rows` of a store of the same layout into this empty one."""
+        n = len(rows["key"])
+        if n:
+            self._grow(n)
+            for name in self.ARRAYS:
+                getattr(self, name)[:n] = rows[name]
+            self.n_live = n
 
     def release(self, rows: np.ndarray) -> None:
         self.key[rows] = -1
@@ -270,7 +296,6 @@ class StreamEvaluation:
         self.stats = {"batches": 0, "windows_closed": 0, "max_open_windows": 0}
         self.ctx: Any = None
         self.chan: Any = None
-        self.ctx_nv = 0
         self.settled: int | None = None
         """The watermark of the last :meth:`settle` (None: none yet)."""
 
@@ -383,7 +408,6 @@ class StreamEvaluation:
         if self.ctx is None:
             self.ctx = Context.of(engine, fast, self.window_size)
             self.chan = fast.chan
-            self.ctx_nv = fast.nv
         subs = engine.substreams()
         wins = engine.window_ranges(subs)
         w = len(wins.seg)
@@ -646,8 +670,6 @@ class StreamEvaluation:
         if self.closed:
             raise ValueError("drain the closed windows before taking the state")
         self._compact()
-        store = self.store
-        live = np.flatnonzero(store.key >= 0) if store is not None else np.zeros(0, np.int64)
         held = None
         if self.held is not None and self.held.num_rows:
             sink = pa.BufferOutputStream()
@@ -655,8 +677,7 @@ class StreamEvaluation:
                 writer.write_table(self.held)
             held = sink.getvalue().to_pybytes()
         return {
-            "store": None if store is None else {
-                name: getattr(store, name)[live] for name in ("i", "f", "x", "r", "e", "key", "start", "group")},
+            "store": None if self.store is None else self.store.live_rows(),
             "keys": sorted(self.key_ids, key=self.key_ids.__getitem__),
             "groups": list(self.groups),
             "last_time": list(self.last_time.items()),
@@ -686,14 +707,8 @@ class StreamEvaluation:
         if saved is not None:
             self._ensure_context()
             c = self.chan
-            store = WindowStore(self.ctx_nv, c.n_i, c.n_f, c.x_is_min)
-            n = len(saved["key"])
-            if n:
-                store._grow(n)
-                for name, values in saved.items():
-                    getattr(store, name)[:n] = values
-                store.n_live = n
-            self.store = store
+            self.store = WindowStore(saved["r"].shape[1] - 1, c.n_i, c.n_f, c.x_is_min)  # r: (rows, nv + 1)
+            self.store.load(saved)
 
     def _ensure_context(self) -> None:
         """The channel layout and finishing context, from an empty batch (a restored
@@ -708,7 +723,6 @@ class StreamEvaluation:
         fast = FastExecutor(engine, streaming=True)
         self.ctx = Context.of(engine, fast, self.window_size)
         self.chan = fast.chan
-        self.ctx_nv = fast.nv
 
 
 def _slots(bound: Any):

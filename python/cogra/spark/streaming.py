@@ -84,7 +84,7 @@ def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     schema = pa.ipc.read_schema(pa.py_buffer(result.input_schema))
     processor = MatchTrendProcessor(result.query, schema, list(result.input_columns), result.type_column,
                                     result.time_column, delay_seconds(result.watermark or "0 seconds"),
-                                    None, on_overflow=opts.get("on_overflow", "error"))
+                                    on_overflow=opts.get("on_overflow", "error"))
     utils = TransformWithStateInPandasUdfUtils(processor, "EventTime")
     return utils.transformWithStateUDF, result.schema
 
@@ -122,7 +122,7 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
         events = events.withColumn(ALL, F.lit(0))
         keys = [ALL]
     ansi = str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
-    processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay, output,
+    processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay,
                                     on_overflow="error" if ansi else "null")
     return events.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor,
@@ -152,14 +152,13 @@ class MatchTrendProcessor(StatefulProcessor):
     group's state around each call."""
 
     def __init__(self, query: Any, schema: pa.Schema, columns: list[str], type_column: str | None,
-                 time_column: str, delay: float, output: pa.Schema | None, on_overflow: str = "null"):
+                 time_column: str, delay: float, on_overflow: str = "null"):
         self.query = query
         self.schema = schema
         self.columns = columns
         self.type_column = type_column
         self.time_column = time_column
         self.delay = delay
-        self.output = output
         self.on_overflow = on_overflow
 
     def init(self, handle: Any) -> None:
