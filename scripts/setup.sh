@@ -15,10 +15,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[spark,test,bench]"
   echo "$want" > "$stamp"
 fi
-# Compile the generic kernels into numba's disk cache once per kernel source (a minute on
-# two cores), so that no query -- the demo's, a test's, a Spark worker's -- waits for them.
+# Compile the generic kernels ahead of time once per kernel source (a minute on two
+# cores) into the bundle the package carries (python/cogra/_kernels, also what a wheel
+# built from here ships), so that no query -- the demo's, a test's, a Spark worker's --
+# waits for them.
 warm_stamp=.venv/.cogra-warm
-warm_want=$(cat python/cogra/runtime/*.py python/cogra/runtime/fast/*.py | sha256sum | cut -d' ' -f1)
-if [ "${COGRA_WARM:-1}" != "0" ] && { [ ! -f "$warm_stamp" ] || [ "$(cat "$warm_stamp")" != "$warm_want" ]; }; then
-  .venv/bin/cogra warm && echo "$warm_want" > "$warm_stamp"
+warm_want=$( (echo "$want"; cat python/cogra/warmup.py python/cogra/runtime/*.py python/cogra/runtime/fast/*.py) | sha256sum | cut -d' ' -f1)
+if [ "${COGRA_WARM:-1}" != "0" ] && { [ ! -f "$warm_stamp" ] || [ "$(cat "$warm_stamp")" != "$warm_want" ] || [ ! -f python/cogra/_kernels/manifest.json ]; }; then
+  .venv/bin/cogra warm --bundle && echo "$warm_want" > "$warm_stamp"
 fi

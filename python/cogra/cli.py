@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import sys
 import time
+from pathlib import Path
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -93,6 +94,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_warm(args: argparse.Namespace) -> int:
     from cogra import warmup
 
+    if args.bundle is not None:
+        return 1 if warmup.bundle(Path(args.bundle) if args.bundle else None, args.jobs) else 0
     return 1 if warmup.run(args.jobs) else 0
 
 
@@ -125,6 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("warm", help="compile the generic kernels into the disk cache ahead of the first query")
     p.add_argument("--jobs", type=int, default=None, help="compiles at once (default: the cores)")
+    p.add_argument("--bundle", nargs="?", const="", default=None, metavar="DIR",
+                   help="compile for the architecture's baseline CPU into the bundle that ships with "
+                        "cogra (default: the package's _kernels directory) instead of this machine's cache")
     p.set_defaults(func=cmd_warm)
     importlib.import_module("cogra.bench")  # registers `cogra bench`
     if importlib.util.find_spec("pyspark") is not None:

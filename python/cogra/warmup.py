@@ -1,5 +1,6 @@
-"""``cogra warm``: compile the generic kernels into numba's disk cache ahead of the first
-query, so that no user query pays for them.
+"""``cogra warm``: compile the generic kernels ahead of the first query, so that no user
+query pays for them -- into numba's disk cache for this CPU, or (``--bundle``) into the
+bundle that ships with cogra (:mod:`cogra.runtime.kernel_bundle`).
 
 A cold numba cache costs the first query of each executor tens of seconds (a fresh
 process, 20k events: q1 20 s, q2 4.6 s, q3 33 s, of which q3's mixed-grained ring kernel
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 from typing import Callable
 
 CASES: dict[str, Callable[[], None]] = {}
@@ -66,6 +68,16 @@ def q3() -> None:
 
 
 @case
+def large() -> None:
+    """q1-q3 over 1M events: some kernels take other argument types at that size."""
+    from cogra import datasets
+    from cogra.examples import Q1, Q2, Q3
+
+    for query, table in ((Q1, datasets.activity), (Q2, datasets.rides), (Q3, datasets.stock)):
+        _evaluate(query, table(1_000_000, seed=1))
+
+
+@case
 def type_grained() -> None:
     from cogra import datasets
 
@@ -88,9 +100,9 @@ def streamed() -> None:
         cogra.evaluate_batches(query, table.to_batches(max_chunksize=1000), on_overflow="null")
 
 
-def run(jobs: int | None = None, *, out=sys.stderr) -> int:
-    """Run every case in a process of its own, ``jobs`` at once (default: the cores);
-    returns how many failed (each failure printed)."""
+def run(jobs: int | None = None, *, out=sys.stderr, env: dict[str, str] | None = None) -> int:
+    """Run every case in a process of its own (environment ``env``), ``jobs`` at once
+    (default: the cores); returns how many failed (each failure printed)."""
     jobs = jobs or os.cpu_count() or 1
     started = time.perf_counter()
     pending = list(CASES)
@@ -99,7 +111,7 @@ def run(jobs: int | None = None, *, out=sys.stderr) -> int:
     while pending or running:
         while pending and len(running) < jobs:
             name = pending.pop(0)
-            running[name] = (subprocess.Popen([sys.executable, "-m", "cogra.warmup", name],
+            running[name] = (subprocess.Popen([sys.executable, "-m", "cogra.warmup", name], env=env,
                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True),
                              time.perf_counter())
         for name, (process, began) in list(running.items()):
@@ -115,6 +127,65 @@ def run(jobs: int | None = None, *, out=sys.stderr) -> int:
         time.sleep(0.05)
     print(f"cogra warm: kernels compiled in {time.perf_counter() - started:.0f} s", file=out)
     return failed
+
+
+BUNDLE_SETTINGS = {
+    "NUMBA_CPU_NAME": "generic",  # code every CPU of the architecture runs
+    "COGRA_KERNEL_BUNDLE": "0",  # compile, rather than load an older bundle
+    "COGRA_GENERATED_KERNELS": "0",  # the generic kernels only: per-shape ones stay per machine
+    "COGRA_BACKGROUND_COMPILE": "0",
+}
+
+
+def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stderr) -> int:
+    """Compile the cases' generic kernels for the architecture's baseline CPU into a fresh
+    numba cache and lay its entries out as the bundle at ``target`` (default: the package's
+    ``_kernels``), replacing what was there; returns how many cases failed (no bundle is
+    written then)."""
+    import json
+    import shutil
+    import tempfile
+
+    import numba
+    from numba.core.caching import UserProvidedCacheLocator
+
+    from cogra.runtime import kernel_bundle
+
+    target = Path(target or kernel_bundle.bundle_root())
+    with tempfile.TemporaryDirectory(prefix="cogra-bundle-") as staging:
+        cache = Path(staging) / "numba"
+        env = {**os.environ, **BUNDLE_SETTINGS, "NUMBA_CACHE_DIR": str(cache),
+               "COGRA_CACHE": str(Path(staging) / "cogra")}
+        failed = run(jobs, out=out, env=env)
+        if failed:
+            return failed
+        machine = subprocess.run(
+            [sys.executable, "-c", "from numba.core.registry import cpu_target as t; "
+             "print(repr(tuple(t.target_context.codegen().magic_tuple())))"],
+            env=env, check=True, capture_output=True, text=True).stdout
+        # numba names a source directory's cache "<dir>_<sha1 of its path>": map it back.
+        package = kernel_bundle.PACKAGE
+        names = {UserProvidedCacheLocator.get_suitable_cache_subpath(str(d / "x.py")): d.relative_to(package)
+                 for d in [package, *(p for p in package.rglob("*") if p.is_dir())]}
+        fresh = target.with_name(target.name + ".new")
+        shutil.rmtree(fresh, ignore_errors=True)
+        entries = 0
+        for directory in sorted(p for p in cache.iterdir() if p.is_dir()):
+            if directory.name not in names:
+                continue  # not the package's (a generated kernel's, say)
+            shutil.copytree(directory, fresh / names[directory.name], dirs_exist_ok=True)
+            entries += sum(1 for _ in directory.glob("*.nbc"))
+        fresh.mkdir(parents=True, exist_ok=True)
+        import ast
+
+        (fresh / kernel_bundle.MANIFEST).write_text(json.dumps({
+            "numba": numba.__version__, "python": kernel_bundle.python_tag(),
+            "machine": list(ast.literal_eval(machine.strip())), "entries": entries}, indent=1))
+        shutil.rmtree(target, ignore_errors=True)
+        fresh.rename(target)
+    size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
+    print(f"cogra warm: bundle of {entries} kernels ({size / 2**20:.1f} MiB) in {target}", file=out)
+    return 0
 
 
 if __name__ == "__main__":  # python -m cogra.warmup CASE (one case, in this process)

@@ -97,7 +97,8 @@ def test_background_compile_request_and_lock(reuse, monkeypatch, tmp_path) -> No
     monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
     assert codegen.compile_in_background(shape, "run_sliding", args)
     lock = tmp_path / "kernels" / f"cogra_kernel_{shape.key}.run_sliding.compiling"
-    assert lock.exists() and started[0][1:3] == ["-m", "cogra.runtime.fast.codegen"] and started[0][3] == str(lock)
+    assert lock.exists() and started[0][1] == "-c" and started[0][3] == str(lock)
+    assert started[0][4] == str(os.getpid())  # it ends with this process
     assert not codegen.compile_in_background(shape, "run_sliding", args)  # one at a time
     os.utime(lock, (0, 0))  # a lock from a process that died long ago
     assert codegen.compile_in_background(shape, "run_sliding", args) and len(started) == 2
@@ -107,6 +108,37 @@ def test_background_compile_request_and_lock(reuse, monkeypatch, tmp_path) -> No
     monkeypatch.setenv(codegen.BACKGROUND_ENV, "0")
     other = codegen.Shape(**{**shape.__dict__, "n_i": shape.n_i + 1})
     assert not codegen.compile_in_background(other, "run_sliding", args)
+
+
+def test_compiles_requested_during_a_call_start_when_it_returns(reuse, monkeypatch, tmp_path) -> None:
+    # A compile started mid-call would take a core from the call that asked for it.
+    import subprocess
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    shape, args = _sliding_call(monkeypatch)
+    started = []
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: started.append(cmd))
+    lock = tmp_path / "kernels" / f"cogra_kernel_{shape.key}.run_sliding.compiling"
+    with codegen.compiles_after_the_call():
+        with codegen.compiles_after_the_call():  # nested: the outermost starts them
+            assert codegen.compile_in_background(shape, "run_sliding", args)
+            assert codegen.compile_in_background(shape, "run_sliding", args)  # asked twice, started once
+        assert not started and not lock.exists()
+    assert len(started) == 1 and lock.exists()
+    # And an engine call starts what it requests after its kernels ran.
+    from cogra.runtime.fast import sliding, sliding_kernels
+
+    events = []
+    monkeypatch.setattr(codegen, "_start", lambda s, f, t: events.append(("start", f)) or True)
+    real = sliding_kernels.run_sliding
+    monkeypatch.setattr(sliding_kernels, "run_sliding", lambda *a: events.append(("kernel",)) or real(*a))
+    monkeypatch.setattr(codegen, "BACKGROUND_MIN_EVENTS", 0)
+    monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)
+    with forced():
+        cogra.evaluate(SLIDING, stock(500, rate=20.0))
+    assert events[0] == ("kernel",) and ("start", "run_sliding") in events
+    assert events.index(("start", "run_sliding")) > max(i for i, e in enumerate(events) if e == ("kernel",))
 
 
 @pytest.mark.slow

@@ -671,7 +671,15 @@ class Engine:
         Where the compiled kernels ran and the output allows it, the kernels' channels
         become Arrow columns directly (:mod:`cogra.runtime.fast.finish`), without a Python
         object per row; otherwise rows go through :meth:`run` and ``build_table``.
+        Background compiles the call requests start when it returns
+        (:func:`cogra.runtime.fast.codegen.compiles_after_the_call`).
         """
+        from cogra.runtime.fast.codegen import compiles_after_the_call
+
+        with compiles_after_the_call():
+            return self._result_table(on_overflow, metadata)
+
+    def _result_table(self, on_overflow: str, metadata: dict | None) -> pa.Table:
         subs = self.substreams()
         fast = self._fast_executor(subs)
         blocks = self._window_blocks(subs, fast)

@@ -743,12 +743,14 @@ def _row_first(out: KernelOut) -> np.ndarray:
     return NOT_SHARED if out.row_first is None else out.row_first
 
 
-SPECIALIZE_MIN_KEYS = 1 << 16
-"""Blocks of at least this many keys, a window each, finish with the pass generated for
-the query's slots and items (:mod:`codegen_decode`: decode and columns in one pass, ~1.5x
-faster than the generic decode and item loops; compiling it takes ~1 s the first time its
-slots and items are seen on a machine, then numba's disk cache serves it).  Smaller blocks
-use it once it is compiled.  Tests lower it."""
+SPECIALIZE_MIN_KEYS = 1 << 22
+"""Blocks of at least this many keys, a window each, compile the pass generated for the
+query's slots and items in the foreground (:mod:`codegen_decode`: decode and columns in
+one pass, ~1.5x faster than the generic decode and item loops; compiling it takes ~1 s
+the first time its slots and items are seen on a machine, then numba's disk cache serves
+it), which one block repays only from millions of keys.  Smaller blocks use it once it
+is compiled, and request its compile in the background (BACKGROUND_MIN_KEYS).  Tests
+lower it."""
 BACKGROUND_MIN_KEYS = 4096
 """A block of at least this many keys (a Spark slice of a sliding query, say) that
 finishes with the generic decode requests the generated pass's compile in the background,

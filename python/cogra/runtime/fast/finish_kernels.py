@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from cogra.runtime.fast.channels import (
     CANCELLATION_LIMIT,
@@ -33,7 +32,7 @@ from cogra.runtime.fast.channels import (
     SURELY_TOO_BIG,
     TINY,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS
+from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
 
 EXACT, BIG, HARD = 0, 1, 2
 """Per slot and key: the value is ``value`` / about ``mantissa * 2**exponent`` / not decided here."""

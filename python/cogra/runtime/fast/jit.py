@@ -1,6 +1,26 @@
-"""numba options the kernels share."""
+"""How the kernels are compiled: numba's ``njit`` with the shipped kernels as its cache's
+fallback, and the options the kernels share."""
 
 from __future__ import annotations
+
+from typing import Any, Callable
+
+import numba
+
+from cogra.runtime.kernel_bundle import use_bundle
+
+
+def njit(*args: Any, **options: Any) -> Any:
+    """``numba.njit``, whose ``cache=True`` dispatchers also look in the kernels compiled
+    ahead of time that ship with cogra (:mod:`cogra.runtime.kernel_bundle`) before
+    compiling.  Used as numba's: ``@njit(cache=True, ...)`` or ``@njit``."""
+    if args and callable(args[0]):
+        return use_bundle(numba.njit(*args, **options))
+
+    def decorate(function: Callable) -> Any:
+        return use_bundle(numba.njit(*args, **options)(function))
+
+    return decorate
 
 
 def _without_refcounts() -> dict:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from cogra.runtime.fast.channels import (
     MAX_KEY_IDENTITY,
@@ -31,7 +30,7 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS
+from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
 
 RESCALE_ABOVE = 2.0**600
 RESCALE_STEP = 600

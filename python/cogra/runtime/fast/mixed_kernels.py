@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from cogra.runtime.fast.jit import njit
 
 from cogra.runtime.fast.kernels import (
     RESCALE_ABOVE,

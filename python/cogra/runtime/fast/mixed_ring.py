@@ -31,10 +31,9 @@ are flagged in ``redo`` for the per-window kernel.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
-from cogra.runtime.fast.jit import NO_REFCOUNTS
+from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
 from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
 from cogra.runtime.fast.mixed_kernels import (
     SHARE_SAVE,

@@ -21,7 +21,7 @@ per window by the caller.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from cogra.runtime.fast.jit import njit
 
 from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit

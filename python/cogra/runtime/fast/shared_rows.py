@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numba import njit
+from cogra.runtime.fast.jit import njit
 
 from cogra.runtime.fast import channels
 from cogra.runtime.fast.channels import KernelOut

@@ -23,7 +23,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from numba import njit
+from cogra.runtime.fast.jit import njit
 
 from cogra.runtime.fast import mixed_ring, mixed_sliding, scratch, shared_rows
 from cogra.runtime.fast.channels import KernelOut
@@ -45,13 +45,13 @@ RING_MAX_BYTES = 1 << 29
 """The ring kernel's trees and stored vectors (``W`` lanes per channel over a block of
 twice the live positions) must fit in this; beyond it the grouped kernel's ``G + 1``
 lanes are used."""
-SPECIALIZE_MIN_EVENTS = 1_000_000
-"""Inputs at least this large run the kernel generated for the query's shape
-(:func:`codegen.sliding_for`): ~1.5x faster, but compiling it takes ~9 s the first
-time a shape is seen on a machine (numba then caches it on disk).  Smaller inputs run it
-too once it is compiled (:func:`codegen.is_compiled`), and smaller Spark-sized calls
-request its compile in the background (:func:`codegen.generated_or_requested`).  Tests
-lower it."""
+SPECIALIZE_MIN_EVENTS = 100_000_000
+"""Inputs at least this large compile the sharing kernel generated for the query's shape
+(:func:`codegen.sliding_for`) in the foreground: ~1.5x faster (q1 over 1M events: 0.09
+instead of 0.15 s), but compiling it takes ~9 s the first time a shape is seen on a
+machine (numba then caches it on disk), which one call repays only from ~150M events.
+Smaller inputs run it once it is compiled (:func:`codegen.is_compiled`) and request its
+compile in the background (:func:`codegen.generated_or_requested`).  Tests lower it."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
 about 10 ns per (window, event) pair (measured on the stock data, one variable): below

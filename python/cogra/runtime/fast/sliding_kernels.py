@@ -38,10 +38,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
-from cogra.runtime.fast.jit import NO_REFCOUNTS
+from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
 from cogra.runtime.fast.kernels import _batch
 
 SCALE_ABOVE = 2.0**400

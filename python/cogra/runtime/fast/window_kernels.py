@@ -4,10 +4,9 @@ per-pane counts where windows span several panes (see :func:`_walk`)."""
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from cogra.runtime.fast import scratch
-from cogra.runtime.fast.jit import NO_REFCOUNTS
+from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
 
 
 NO_WINDOW_YET = np.iinfo(np.int64).min

@@ -1,0 +1,137 @@
+"""The kernels compiled ahead of time that ship with cogra: a read-only numba cache that
+numba's own cache falls back to, so that the first query on a machine compiles nothing.
+
+Compiling the generic kernels costs a fresh process tens of seconds (20k events: q1
+20 s, q3 33 s, of which the mixed-grained ring kernel alone is 26 s).  ``cogra warm
+--bundle`` (:mod:`cogra.warmup`) compiles them once, for the baseline CPU of the
+architecture (``NUMBA_CPU_NAME=generic``: no instruction a machine of the same
+architecture may lack), into ``cogra/_kernels/``, which the wheel carries.  Each entry
+is numba's own cache entry for one kernel and signature, keyed as numba keys it -- the
+signature, the machine ("magic tuple") and a hash of the function's bytecode -- under a
+stamp of its source file's content, so an entry is used only by the very source it was
+compiled from, with the numba and Python versions recorded in ``manifest.json``.
+
+Lookup order, per kernel and signature (:class:`BundledCache`): numba's own cache
+(machine code tuned to this CPU, where a compile has happened here), then the bundle,
+then a compile (saved to numba's own cache as usual).  Generic code runs the kernels
+within a few percent of host-tuned code: their loops are scalar and branchy.
+
+Why not numba's ahead-of-time compiler (``numba.pycc``): it needs every signature
+spelled out, is deprecated, and cannot compile the functions the kernels call through
+their dispatchers; the cache entries are what numba itself loads.
+
+Why not copy the entries into numba's cache at install: numba's cache is keyed by this
+CPU, so the copy would have to rewrite index files that other processes write
+concurrently; reading the bundle in place needs no writes at all.
+
+``COGRA_KERNEL_BUNDLE=0`` ignores the bundle (``cogra warm --bundle`` does, to compile).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from numba.core.caching import FunctionCache, IndexDataCacheFile
+
+BUNDLE_ENV = "COGRA_KERNEL_BUNDLE"
+PACKAGE = Path(__file__).resolve().parents[1]  # the cogra package
+MANIFEST = "manifest.json"
+
+
+def bundle_root() -> Path:
+    """Where the bundle lives: ``cogra/_kernels``."""
+    return PACKAGE / "_kernels"
+
+
+def python_tag() -> str:
+    """The interpreter the entries were pickled by (numba's cache files are per version)."""
+    return f"{sys.implementation.name}{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
+
+
+@functools.lru_cache(maxsize=None)
+def _manifest_key(root: Path) -> tuple | None:
+    """The machine key (numba's "magic tuple": target triple, CPU name, CPU features) the
+    bundle at ``root`` was compiled for, where this process may load it: same numba, same
+    interpreter, CPU name ``generic`` (code any CPU of the architecture runs); else None."""
+    if os.environ.get(BUNDLE_ENV, "1") == "0":
+        return None
+    try:
+        manifest = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    import numba
+
+    key = tuple(manifest.get("machine") or ())
+    if manifest.get("numba") != numba.__version__ or manifest.get("python") != python_tag():
+        return None
+    return key if len(key) == 3 and key[1] == "generic" else None
+
+
+def usable(codegen: Any = None) -> bool:
+    """Whether this process loads kernels from the bundle: :func:`_manifest_key`, and the
+    bundle's target triple is this process's."""
+    key = _manifest_key(bundle_root())
+    if key is None:
+        return False
+    if codegen is None:
+        from numba.core.registry import cpu_target
+
+        codegen = cpu_target.target_context.codegen()
+    return key[0] == codegen.magic_tuple()[0]
+
+
+def entry_dir(root: Path, source: Path) -> Path | None:
+    """The bundle's directory for the kernels of source file ``source``: its directory
+    relative to the package (``runtime/fast`` -> ``root/runtime/fast``); None outside it."""
+    try:
+        return root / Path(source).resolve().parent.relative_to(PACKAGE)
+    except ValueError:
+        return None
+
+
+class BundledCache(FunctionCache):
+    """numba's per-function disk cache, falling back to the bundle on a miss."""
+
+    _bundle: IndexDataCacheFile | None | bool = False  # False: not looked up yet
+
+    def _bundle_file(self, codegen: Any) -> IndexDataCacheFile | None:
+        if self._bundle is False:
+            self._bundle = None
+            where = entry_dir(bundle_root(), Path(self._impl.locator._py_file)) if usable(codegen) else None
+            if where is not None and (where / f"{self._impl.filename_base}.nbi").exists():
+                self._bundle = IndexDataCacheFile(cache_path=str(where), filename_base=self._impl.filename_base,
+                                                  source_stamp=self._impl.locator.get_source_stamp())
+        return self._bundle
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        found = super().load_overload(sig, target_context)
+        if found is not None or not self._enabled:
+            return found
+        codegen = target_context.codegen()
+        bundle = self._bundle_file(codegen)
+        if bundle is None:
+            return None
+        _, _, code = self._index_key(sig, codegen)
+        data = bundle.load((sig, _manifest_key(bundle_root()), code))
+        if data is None:
+            return None
+        try:
+            return self._impl.rebuild(target_context, data)
+        except Exception:  # noqa: BLE001 - an unreadable entry is a miss: the kernel compiles
+            return None
+
+
+def use_bundle(dispatcher: Any) -> Any:
+    """Give a ``cache=True`` dispatcher the bundle as its cache's fallback; returns it."""
+    cache = getattr(dispatcher, "_cache", None)
+    if type(cache) is FunctionCache:
+        dispatcher._cache = BundledCache(dispatcher.py_func)
+    return dispatcher
+
+
+__all__ = ["BUNDLE_ENV", "MANIFEST", "BundledCache", "bundle_root", "entry_dir", "python_tag", "usable", "use_bundle"]

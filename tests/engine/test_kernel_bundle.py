@@ -1,0 +1,102 @@
+"""The kernels compiled ahead of time (cogra.runtime.kernel_bundle): a fresh process with
+empty caches loads them instead of compiling, and a bundle that does not fit this
+process is never read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cogra.runtime import kernel_bundle
+
+REPO = Path(__file__).resolve().parents[2]
+
+COUNT_COMPILES = r"""
+import sys, json
+import cogra
+from cogra import datasets
+from cogra.examples import Q1, Q2, Q3
+from numba.core.dispatcher import Dispatcher
+
+table = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}
+for name, query in (("q1", Q1), ("q2", Q2), ("q3", Q3)):
+    cogra.evaluate(query, table[name](20_000, seed=1), on_overflow="null")
+hits = misses = 0
+compiled = []
+for module in list(sys.modules.values()):
+    if not getattr(module, "__name__", "").startswith("cogra.runtime"):
+        continue
+    for value in vars(module).values():
+        if isinstance(value, Dispatcher) and value.__module__ == module.__name__:
+            stats = value.stats
+            hits += sum(stats.cache_hits.values())
+            misses += sum(stats.cache_misses.values())
+            compiled += [value.__qualname__] * sum(stats.cache_misses.values())
+print(json.dumps({"hits": hits, "misses": misses, "compiled": compiled}))
+"""
+
+
+def _fresh(tmp_path: Path, **env: str) -> dict:
+    """Run q1-q3 at 20k events in a fresh process whose caches are empty."""
+    settings = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COGRA_CACHE": str(tmp_path / "cogra"),
+                "COGRA_BACKGROUND_COMPILE": "0", **env}
+    done = subprocess.run([sys.executable, "-c", COUNT_COMPILES], env=settings, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_fresh_process_with_empty_caches_compiles_no_generic_kernel(tmp_path: Path) -> None:
+    if not (kernel_bundle.bundle_root() / kernel_bundle.MANIFEST).exists():
+        pytest.skip("no kernel bundle in this checkout: `make setup` (or `cogra warm --bundle`) builds it")
+    assert kernel_bundle.usable(), "the checkout's bundle does not fit this process: run `cogra warm --bundle`"
+    counts = _fresh(tmp_path)
+    assert counts["hits"] > 10 and counts["misses"] == 0, counts["compiled"]
+    assert not list((tmp_path / "numba").rglob("*.nbc"))  # nothing was compiled into numba's own cache
+
+
+def _bundle(root: Path, **manifest: object) -> Path:
+    import numba
+
+    root.mkdir(parents=True)
+    (root / kernel_bundle.MANIFEST).write_text(json.dumps(
+        {"numba": numba.__version__, "python": kernel_bundle.python_tag(),
+         "machine": ["x86_64-unknown-linux-gnu", "generic", ""], **manifest}))
+    return root
+
+
+def test_a_bundle_is_read_only_where_numba_python_and_cpu_fit(tmp_path: Path, monkeypatch) -> None:
+    kernel_bundle._manifest_key.cache_clear()
+    monkeypatch.setattr(kernel_bundle, "_manifest_key", kernel_bundle._manifest_key.__wrapped__)
+    fits = _bundle(tmp_path / "fits")
+    assert kernel_bundle._manifest_key(fits) == ("x86_64-unknown-linux-gnu", "generic", "")
+    assert kernel_bundle._manifest_key(_bundle(tmp_path / "numba", numba="0.1.0")) is None
+    assert kernel_bundle._manifest_key(_bundle(tmp_path / "python", python="cpython27")) is None
+    # Code tuned to a CPU may use instructions another machine lacks: only "generic" is read.
+    tuned = _bundle(tmp_path / "tuned", machine=["x86_64-unknown-linux-gnu", "znver5", "+avx512f"])
+    assert kernel_bundle._manifest_key(tuned) is None
+    assert kernel_bundle._manifest_key(tmp_path / "missing") is None
+    (tmp_path / "garbled").mkdir()
+    (tmp_path / "garbled" / kernel_bundle.MANIFEST).write_text("{not json")
+    assert kernel_bundle._manifest_key(tmp_path / "garbled") is None
+    monkeypatch.setenv(kernel_bundle.BUNDLE_ENV, "0")
+    assert kernel_bundle._manifest_key(fits) is None
+
+
+def test_entries_are_laid_out_by_the_source_directory_in_the_package(tmp_path: Path) -> None:
+    from cogra.runtime.fast import mixed_ring
+
+    assert kernel_bundle.entry_dir(tmp_path, Path(mixed_ring.__file__)) == tmp_path / "runtime" / "fast"
+    assert kernel_bundle.entry_dir(tmp_path, tmp_path / "elsewhere.py") is None
+
+
+@pytest.mark.slow
+def test_without_the_bundle_the_same_process_compiles(tmp_path: Path) -> None:
+    # The other side of the first test: what the bundle saves (and that the counting sees it).
+    counts = _fresh(tmp_path, COGRA_KERNEL_BUNDLE="0")
+    assert counts["misses"] > 10 and "run_mixed_ring" in counts["compiled"]
