@@ -49,3 +49,21 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs_the_readme_example(tmp_p
                           capture_output=True, text=True, cwd=tmp_path)
     expected = sorted(p.name for p in (ROOT / "jvm-shim").rglob("*.scala"))
     assert shim.stdout.strip() == str(expected) and len(expected) >= 4, shim.stdout + shim.stderr
+    # The kernels compiled ahead of time travel with it too (where the checkout built
+    # them): the installed package loads them -- same numba, same Python -- and its first
+    # query compiled none of the generic kernels into numba's cache (HOME is empty).
+    from cogra.runtime import kernel_bundle
+
+    if kernel_bundle.usable():
+        bundle = subprocess.run([str(python), "-c", "from cogra.runtime import kernel_bundle as k; "
+                                 "print(k.usable(), k.bundle_root())"], capture_output=True, text=True, cwd=tmp_path,
+                                env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+        assert bundle.stdout.split() == ["True", str(tmp_path / "venv" / _site(python) / "cogra" / "_kernels")], \
+            bundle.stdout + bundle.stderr
+        compiled = [p.name for p in tmp_path.rglob("*.nbc") if "_kernels" not in p.parts]
+        assert not [n for n in compiled if not n.startswith("cogra_kernel_")], compiled
+
+
+def _site(python: Path) -> str:
+    return subprocess.run([str(python), "-c", "import sysconfig, os, sys; print(os.path.relpath("
+                           "sysconfig.get_paths()['purelib'], sys.prefix))"], capture_output=True, text=True).stdout.strip()

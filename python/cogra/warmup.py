@@ -77,6 +77,47 @@ def large() -> None:
         _evaluate(query, table(1_000_000, seed=1))
 
 
+def _shapes_table(timestamps: bool):
+    """Events of types A, B, C with integer and float attributes, a group and a key."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(1)
+    n = 600
+    times = np.cumsum(rng.integers(1, 400, n))  # ms
+    time = (pa.array(times * 1000, pa.timestamp("us")) if timestamps else pa.array(times // 1000, pa.int64()))
+    return pa.table({"type": pa.array(rng.choice(["A", "B", "C"], n)), "time": time,
+                     "v": pa.array(rng.integers(0, 100, n)), "f": pa.array(rng.random(n)),
+                     "g": pa.array(rng.choice(["x", "y"], n)), "k": pa.array(rng.integers(0, 3, n))})
+
+
+def _shapes(semantics: tuple[str, ...]) -> None:
+    """Query shapes beyond q1-q3: each semantics over single, sequenced and nested Kleene
+    patterns, with and without variable keys and adjacent predicates, over one window,
+    tumbling and sliding windows, integer and timestamp times."""
+    patterns = ["A+", "SEQ(A+, B)", "(SEQ(A+, B))+", "SEQ(A, B+, C?)", "SEQ(A+, B*)"]
+    windows = ["", " WITHIN 10 seconds", " WITHIN 10 seconds SLIDE 2 seconds"]
+    wheres = ["", " WHERE [A.k]", " WHERE A.v < NEXT(A).v"]
+    for timestamps in (False, True):
+        table = _shapes_table(timestamps)
+        for sem in semantics:
+            for pattern in patterns:
+                for where in (w for w in wheres if "NEXT(A)" not in w or "A+" in pattern):
+                    for window in windows:
+                        _evaluate(f"RETURN g, COUNT(*), COUNT(A), SUM(A.v), SUM(A.f), MIN(A.v), MAX(A.f), AVG(A.v) "
+                                  f"PATTERN {pattern} SEMANTICS {sem}{where} GROUP-BY g{window}", table)
+
+
+@case
+def shapes_any() -> None:
+    _shapes(("any",))
+
+
+@case
+def shapes_next_cont() -> None:
+    _shapes(("next", "cont"))
+
+
 @case
 def type_grained() -> None:
     from cogra import datasets
@@ -152,6 +193,7 @@ def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stder
     from cogra.runtime import kernel_bundle
 
     target = Path(target or kernel_bundle.bundle_root())
+    sources = kernel_bundle.sources_hash()  # before compiling: what the cases compile from
     with tempfile.TemporaryDirectory(prefix="cogra-bundle-") as staging:
         cache = Path(staging) / "numba"
         env = {**os.environ, **BUNDLE_SETTINGS, "NUMBA_CACHE_DIR": str(cache),
@@ -179,7 +221,7 @@ def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stder
         import ast
 
         (fresh / kernel_bundle.MANIFEST).write_text(json.dumps({
-            "numba": numba.__version__, "python": kernel_bundle.python_tag(),
+            "numba": numba.__version__, "python": kernel_bundle.python_tag(), "sources": sources,
             "machine": list(ast.literal_eval(machine.strip())), "entries": entries}, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         fresh.rename(target)

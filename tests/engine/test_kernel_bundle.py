@@ -65,7 +65,7 @@ def _bundle(root: Path, **manifest: object) -> Path:
 
     root.mkdir(parents=True)
     (root / kernel_bundle.MANIFEST).write_text(json.dumps(
-        {"numba": numba.__version__, "python": kernel_bundle.python_tag(),
+        {"numba": numba.__version__, "python": kernel_bundle.python_tag(), "sources": kernel_bundle.sources_hash(),
          "machine": ["x86_64-unknown-linux-gnu", "generic", ""], **manifest}))
     return root
 
@@ -77,6 +77,8 @@ def test_a_bundle_is_read_only_where_numba_python_and_cpu_fit(tmp_path: Path, mo
     assert kernel_bundle._manifest_key(fits) == ("x86_64-unknown-linux-gnu", "generic", "")
     assert kernel_bundle._manifest_key(_bundle(tmp_path / "numba", numba="0.1.0")) is None
     assert kernel_bundle._manifest_key(_bundle(tmp_path / "python", python="cpython27")) is None
+    # Compiled from other sources: a kernel may inline a helper edited since.
+    assert kernel_bundle._manifest_key(_bundle(tmp_path / "sources", sources="0" * 64)) is None
     # Code tuned to a CPU may use instructions another machine lacks: only "generic" is read.
     tuned = _bundle(tmp_path / "tuned", machine=["x86_64-unknown-linux-gnu", "znver5", "+avx512f"])
     assert kernel_bundle._manifest_key(tuned) is None

@@ -5,6 +5,7 @@
     cogra bench --experiments any-events,mixed-vs-greta --time-limit 120
     cogra bench --list               # the experiments
     cogra bench --experiments streaming   # q1-q3 over Structured Streaming (opt-in; Spark)
+    cogra bench --experiments first-run   # a fresh process's and a fresh executor's first query (opt-in)
     cogra bench --report-only bench-results/20260101-120000   # regenerate the docs
     python -m cogra.bench ...        # the same
 
@@ -88,6 +89,8 @@ def run_command(args: argparse.Namespace) -> int:
         for e in experiments.EXPERIMENTS.values():
             print(f"{e.id:<16} {e.title}{'  (opt-in)' if e.opt_in else ''}")
             print(f"{'':<16} {e.figure}")
+        print(f"{'first-run':<16} q1-q3 in a fresh process with empty kernel caches, and on fresh executors  (opt-in)")
+        print(f"{'':<16} target: issue 'First run and clusters' (cogra.bench.first_run)")
         print(f"{'streaming':<16} q1-q3 over Structured Streaming: sustained rate, latency, state size  (opt-in)")
         print(f"{'':<16} target: issue 'Streaming', item 7 (cogra.bench.streaming)")
         return 0
@@ -99,6 +102,16 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
 
     names = [n.strip() for n in (args.experiments or "").split(",") if n.strip()]
+    if "first-run" in names or names == ["all"]:
+        from cogra.bench import first_run
+
+        out_dir = Path(args.out) if args.out else root / "bench-results" / report.timestamp()
+        first_run.run(args.quick, out_dir, None if args.no_docs else docs_dir,
+                      log=(lambda _text: None) if args.quiet else None)
+        names = [n for n in names if n != "first-run"]
+        if not names:
+            return 0
+        args.experiments = ",".join(names)
     streaming = "streaming" in names or names == ["all"]
     if streaming:
         from cogra.bench import streaming as streaming_bench

@@ -544,9 +544,9 @@ def write_markdown(rows: list[dict], machine: dict, settings: dict, docs_dir: Pa
         add("")
     path = docs_dir / "benchmarks.md"
     path.write_text("\n".join(lines))
-    from cogra.bench.streaming import embed
+    from cogra.bench.sections import embed_all
 
-    embed(docs_dir)  # the streaming section, measured by its own command
+    embed_all(docs_dir)  # the sections measured by their own commands
     return path
 
 

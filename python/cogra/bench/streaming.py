@@ -320,7 +320,7 @@ def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None) -> d
 
 
 # -- report --------------------------------------------------------------------------------
-BEGIN, END = "<!-- streaming: begin -->", "<!-- streaming: end -->"
+BEGIN, END = "<!-- streaming: begin -->", "<!-- streaming: end -->"  # (sections.markers)
 
 
 def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> Path:
@@ -389,23 +389,10 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
 
 
 def embed(docs_dir: Path) -> None:
-    """Put ``benchmarks/streaming.md`` into ``benchmarks.md`` between the markers (before
-    its Files section), replacing an earlier copy."""
-    section_path = docs_dir / "benchmarks" / "streaming.md"
-    md = docs_dir / "benchmarks.md"
-    if not section_path.exists() or not md.exists():
-        return
-    text = md.read_text()
-    block = f"{BEGIN}\n{section_path.read_text().rstrip()}\n{END}\n"
-    if BEGIN in text and END in text:
-        a, b = text.index(BEGIN), text.index(END) + len(END)
-        text = text[:a] + block.rstrip("\n") + text[b:]
-    elif "\n## Files" in text:
-        at = text.index("\n## Files") + 1
-        text = text[:at] + block + "\n" + text[at:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    md.write_text(text)
+    """Put ``benchmarks/streaming.md`` into ``benchmarks.md`` (:func:`sections.embed`)."""
+    from cogra.bench import sections
+
+    sections.embed(docs_dir, "streaming")
 
 
 def _kb(n: int | None) -> str:

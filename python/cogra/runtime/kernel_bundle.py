@@ -9,7 +9,9 @@ architecture may lack), into ``cogra/_kernels/``, which the wheel carries.  Each
 is numba's own cache entry for one kernel and signature, keyed as numba keys it -- the
 signature, the machine ("magic tuple") and a hash of the function's bytecode -- under a
 stamp of its source file's content, so an entry is used only by the very source it was
-compiled from, with the numba and Python versions recorded in ``manifest.json``.
+compiled from, with the numba and Python versions and a hash of all the kernels' sources
+(:func:`sources_hash`: a kernel inlines helpers of other files) recorded in
+``manifest.json``.
 
 Lookup order, per kernel and signature (:class:`BundledCache`): numba's own cache
 (machine code tuned to this CPU, where a compile has happened here), then the bundle,
@@ -53,6 +55,19 @@ def python_tag() -> str:
     return f"{sys.implementation.name}{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
 
 
+def sources_hash() -> str:
+    """A hash of every source the kernels may be compiled from (``cogra/runtime``): numba's
+    own stamp covers a kernel's file only, not the helpers it inlines from others, so an
+    edited helper must invalidate the whole bundle."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    runtime = PACKAGE / "runtime"
+    for path in sorted(runtime.rglob("*.py")):
+        digest.update(str(path.relative_to(runtime)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 @functools.lru_cache(maxsize=None)
 def _manifest_key(root: Path) -> tuple | None:
     """The machine key (numba's "magic tuple": target triple, CPU name, CPU features) the
@@ -67,7 +82,8 @@ def _manifest_key(root: Path) -> tuple | None:
     import numba
 
     key = tuple(manifest.get("machine") or ())
-    if manifest.get("numba") != numba.__version__ or manifest.get("python") != python_tag():
+    if (manifest.get("numba") != numba.__version__ or manifest.get("python") != python_tag()
+            or manifest.get("sources") != sources_hash()):
         return None
     return key if len(key) == 3 and key[1] == "generic" else None
 
@@ -126,12 +142,47 @@ class BundledCache(FunctionCache):
             return None
 
 
+_DISPATCHERS: list[Any] = []
+"""Every dispatcher given the bundle (:func:`use_bundle`), for :func:`preload`."""
+
+
 def use_bundle(dispatcher: Any) -> Any:
     """Give a ``cache=True`` dispatcher the bundle as its cache's fallback; returns it."""
     cache = getattr(dispatcher, "_cache", None)
     if type(cache) is FunctionCache:
         dispatcher._cache = BundledCache(dispatcher.py_func)
+        _DISPATCHERS.append(dispatcher)
     return dispatcher
 
 
-__all__ = ["BUNDLE_ENV", "MANIFEST", "BundledCache", "bundle_root", "entry_dir", "python_tag", "usable", "use_bundle"]
+def preload() -> int:
+    """Load every kernel of the bundle into this process (its modules imported, each
+    signature it holds loaded, nothing compiled); returns how many were loaded.  A Spark
+    executor's Python worker does this once, before its first task
+    (:func:`cogra.spark.executors.prepare`), so that no query's first task pays for it."""
+    import importlib
+
+    root = bundle_root()
+    if not usable():
+        return 0
+    for index in root.rglob("*.nbi"):
+        parts = [*index.parent.relative_to(root).parts, index.name.split(".", 1)[0]]
+        try:
+            importlib.import_module(".".join(["cogra", *parts]))
+        except ImportError:
+            continue
+    loaded = 0
+    for dispatcher in list(_DISPATCHERS):
+        cache = dispatcher._cache
+        bundle = cache._bundle_file(dispatcher.targetctx.codegen()) if isinstance(cache, BundledCache) else None
+        if bundle is None:
+            continue
+        for sig, machine, _ in bundle._load_index():
+            if machine == _manifest_key(root) and sig not in dispatcher.overloads:
+                dispatcher.compile(sig)
+                loaded += 1
+    return loaded
+
+
+__all__ = ["BUNDLE_ENV", "MANIFEST", "BundledCache", "bundle_root", "entry_dir", "preload", "python_tag",
+           "sources_hash", "usable", "use_bundle"]

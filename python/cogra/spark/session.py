@@ -99,17 +99,33 @@ def _use_this_python(spark: Any) -> None:
         sc.pythonExec = sys.executable
 
 
-def session(app_name: str = "cogra", master: str = "local[*]", **conf: Any) -> "SparkSession":
+def is_cluster(master: str) -> bool:
+    """Whether ``master`` runs executors apart from the driver (``local-cluster`` included)."""
+    master = master.strip()
+    return not master.startswith("local") or master.startswith("local-cluster")
+
+
+def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_executors: bool | None = None,
+            **conf: Any) -> "SparkSession":
     """A SparkSession in which ``MATCH_TREND`` works (the shim is built on first use).
 
     ``conf`` holds Spark settings (``session(**{"spark.sql.shuffle.partitions": "4"})``);
     they override :data:`LOCAL_DEFAULTS`. If a session already runs in this process
     without the extension, this raises: stop it first, or call :func:`register` on it.
+
+    With a cluster master (``prepare_executors`` unset) or ``prepare_executors=True``, the
+    executors' Python daemons load cogra before forking workers and a probe task per core
+    checks them (:mod:`cogra.spark.executors`): a missing cogra is a CograError here, and
+    the first query's tasks start warm.
     """
     from pyspark.sql import SparkSession
 
+    from cogra.spark import executors
+
+    prepare = is_cluster(master) if prepare_executors is None else prepare_executors
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {**local_defaults(master), **{str(k): v for k, v in conf.items()}}
+    settings = {**local_defaults(master), **({"spark.python.daemon.module": executors.DAEMON_MODULE} if prepare else {}),
+                **{str(k): v for k, v in conf.items()}}
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
@@ -126,6 +142,8 @@ def session(app_name: str = "cogra", master: str = "local[*]", **conf: Any) -> "
             "stop it (spark.stop()) before cogra.spark.session(), or use "
             "cogra.spark.register(spark) to add MATCH_TREND to it as a Python UDTF"
         )
+    if prepare:
+        executors.prepare(spark)
     return spark
 
 

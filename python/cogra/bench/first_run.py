@@ -1,0 +1,192 @@
+"""``cogra bench --experiments first-run``: what the first query costs on a fresh machine.
+
+Two measurements, written to ``docs/benchmarks/first-run.md`` (embedded in
+``docs/benchmarks.md``) and the raw numbers to ``first-run.json``:
+
+* **A fresh process.**  q1-q3 at 20k and 1M events, each in a process of its own whose
+  kernel caches are empty (``NUMBA_CACHE_DIR`` and ``COGRA_CACHE`` fresh directories):
+  the time of its first ``cogra.evaluate`` (the data generated before the clock starts,
+  the import reported apart).  *Cold* runs with the kernels compiled ahead of time that
+  ship with cogra (:mod:`cogra.runtime.kernel_bundle`), *no bundle* without them
+  (``COGRA_KERNEL_BUNDLE=0``: everything compiles), and *warm* is the same fresh process
+  once a first run has compiled everything the query uses on this machine (its
+  per-shape kernels included): the state of a machine after its first queries.
+* **A fresh executor.**  Each query through ``spark.sql`` on a new ``local-cluster[2,1,1024]``
+  application (two executor JVMs, their Python workers started by the query): the first
+  run against the second in the same application (warm workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+QUERIES = ("q1", "q2", "q3")
+FULL = {"sizes": [20_000, 1_000_000], "repeat": 3, "no_bundle_sizes": [20_000], "cluster_events": 20_000}
+QUICK = {"sizes": [20_000], "repeat": 1, "no_bundle_sizes": [], "cluster_events": 5_000}
+
+CHILD = r"""
+import json, sys, time
+started = time.perf_counter()
+import cogra
+imported = time.perf_counter() - started
+from cogra import datasets, examples
+name, events, prime = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "prime"
+data = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}[name](events, seed=1)
+query = getattr(examples, name.upper())
+if prime:  # compile everything the query uses, its per-shape kernels included, in the foreground
+    from cogra.bench.runner import generated_kernels_always
+    with generated_kernels_always():
+        cogra.evaluate(query, data, on_overflow="null")
+times = []
+for _ in range(2):
+    t = time.perf_counter()
+    cogra.evaluate(query, data, on_overflow="null")
+    times.append(time.perf_counter() - t)
+print(json.dumps({"import": imported, "first": times[0], "second": times[1]}))
+"""
+
+
+def _child(name: str, events: int, caches: Path, *, bundle: bool = True, prime: bool = False) -> dict:
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(caches / "numba"), "COGRA_CACHE": str(caches / "cogra")}
+    env.pop("COGRA_KERNEL_BUNDLE", None)
+    if not bundle:
+        env["COGRA_KERNEL_BUNDLE"] = "0"
+    done = subprocess.run([sys.executable, "-c", CHILD, name, str(events), "prime" if prime else "run"],
+                          env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode:
+        raise RuntimeError(f"first-run child {name} {events} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def process_runs(sizes: dict, log: Any) -> list[dict]:
+    """Cold, no-bundle and warm first calls of q1-q3 (see the module docstring)."""
+    rows = []
+    for events in sizes["sizes"]:
+        for name in QUERIES:
+            row: dict[str, Any] = {"query": name, "events": events}
+            cold, imports = [], []
+            for _ in range(sizes["repeat"]):
+                with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as caches:
+                    r = _child(name, events, Path(caches))
+                    cold.append(r["first"])
+                    imports.append(r["import"])
+            row["cold"] = statistics.median(cold)
+            row["import"] = statistics.median(imports)
+            if events in sizes["no_bundle_sizes"]:
+                with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as caches:
+                    row["no_bundle"] = _child(name, events, Path(caches), bundle=False)["first"]
+            with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as caches:
+                _child(name, events, Path(caches), prime=True)
+                warm = [_child(name, events, Path(caches)) for _ in range(sizes["repeat"])]
+            row["warm"] = statistics.median(r["first"] for r in warm)
+            row["steady"] = statistics.median(r["second"] for r in warm)
+            row["ratio"] = row["cold"] / row["warm"]
+            log(f"first-run {name} {events:,}: cold {row['cold']:.2f} s, warm {row['warm']:.2f} s "
+                f"({row['ratio']:.2f}x), steady {row['steady']:.3f} s"
+                + (f", no bundle {row['no_bundle']:.1f} s" if "no_bundle" in row else ""))
+            rows.append(row)
+    return rows
+
+
+def cluster_runs(events: int, log: Any) -> list[dict]:
+    """Each query's first and second ``spark.sql`` on a new local-cluster application."""
+    from cogra import datasets, examples
+    from cogra.spark import session
+    from cogra.spark.sqlrun import quiet_pyspark
+
+    quiet_pyspark()
+    rows = []
+    tables = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}
+    names = {"q1": "activity", "q2": "rides", "q3": "stock"}
+    for name in QUERIES:
+        spark = session(app_name=f"cogra-first-run-{name}", master="local-cluster[2,1,1024]", **{
+            "spark.ui.enabled": "false", "spark.sql.ansi.enabled": "false", "spark.sql.shuffle.partitions": "2"})
+        try:
+            spark.sparkContext.setLogLevel("ERROR")
+            table = tables[name](events, seed=1)
+            spark.createDataFrame(table.to_pandas()).repartition(2).cache().createOrReplaceTempView(names[name])
+            spark.table(names[name]).count()  # the data on the executors (JVM only: no Python worker yet)
+            sql = f"SELECT * FROM MATCH_TREND(TABLE({names[name]}), '{getattr(examples, name.upper())}')"
+            times = []
+            for _ in range(3):
+                t = time.perf_counter()
+                spark.sql(sql).collect()
+                times.append(time.perf_counter() - t)
+        finally:
+            spark.stop()
+        row = {"query": name, "events": events, "first": times[0], "warm": min(times[1:])}
+        row["ratio"] = row["first"] / row["warm"]
+        log(f"first-run executor {name}: first {row['first']:.2f} s, warm {row['warm']:.2f} s ({row['ratio']:.2f}x)")
+        rows.append(row)
+    return rows
+
+
+def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None, *, cluster: bool = True) -> dict:
+    """The whole experiment; returns what it wrote to ``out_dir/first-run.json``."""
+    log = log or (lambda text: print(text, file=sys.stderr, flush=True))
+    from cogra.runtime import kernel_bundle
+
+    sizes = QUICK if quick else FULL
+    result: dict[str, Any] = {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+                              "bundle": kernel_bundle.usable(), "cores": os.cpu_count(),
+                              "process": process_runs(sizes, log)}
+    result["executor"] = cluster_runs(sizes["cluster_events"], log) if cluster else []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "first-run.json").write_text(json.dumps(result, indent=2))
+    if docs_dir is not None:
+        write_report(result, docs_dir, out_dir)
+    return result
+
+
+def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> Path:
+    """``docs_dir/benchmarks/first-run.md``, embedded in benchmarks.md."""
+    lines = ["## First run: a fresh process, a fresh executor", ""]
+    add = lines.append
+    add(f"Generated by `cogra bench --experiments first-run{' --quick' if result['quick'] else ''}` on "
+        f"{result['date']}{' (**quick mode**)' if result['quick'] else ''}, {result['cores']} cores; see "
+        "`python/cogra/bench/first_run.py` for the method. Each run is a fresh process with empty kernel "
+        "caches; the data is generated before the clock starts. *Cold*: the first `cogra.evaluate`, with "
+        "the kernels compiled ahead of time that ship with cogra"
+        + ("" if result["bundle"] else " (**no bundle fitted this process**: it compiled them)")
+        + ". *No bundle*: the same without them. *Warm*: the first call of a fresh process once the "
+        "machine has compiled everything the query uses (the state after its first queries); "
+        "*steady*: the second call in that process. Medians of the repeats.")
+    add("")
+    add("| query | events | cold (s) | warm (s) | cold / warm | steady (s) | no bundle (s) | import (s) |")
+    add("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in result["process"]:
+        nb = f"{r['no_bundle']:.1f}" if "no_bundle" in r else "-"
+        add(f"| {r['query']} | {r['events']:,} | {r['cold']:.2f} | {r['warm']:.2f} | {r['ratio']:.2f} | "
+            f"{r['steady']:.3f} | {nb} | {r['import']:.2f} |")
+    add("")
+    if result["executor"]:
+        add(f"A fresh executor: each query through `spark.sql` on a new `local-cluster[2,1,1024]` application "
+            f"({result['executor'][0]['events']:,} events, two partitions): the first run starts the "
+            "executors' Python workers; *warm* is the faster of the next two in the same application.")
+        add("")
+        add("| query | first (s) | warm (s) | first / warm |")
+        add("|---|---:|---:|---:|")
+        for r in result["executor"]:
+            add(f"| {r['query']} | {r['first']:.2f} | {r['warm']:.2f} | {r['ratio']:.2f} |")
+        add("")
+    if out_dir is not None:
+        add(f"Raw results: `{out_dir / 'first-run.json'}` (git-ignored).")
+        add("")
+    path = docs_dir / "benchmarks" / "first-run.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines))
+    from cogra.bench import sections
+
+    sections.embed(docs_dir, "first-run")
+    return path
+
+
+__all__ = ["QUERIES", "cluster_runs", "process_runs", "run", "write_report"]
