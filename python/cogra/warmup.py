@@ -170,6 +170,18 @@ def run(jobs: int | None = None, *, out=sys.stderr, env: dict[str, str] | None =
     return failed
 
 
+def exercise(events: int = 300) -> None:
+    """q1-q3 over a few events in this process: what a process's first query pays beyond
+    loading kernels (lazy imports, first-use initialisation in numpy, pyarrow and the
+    parser) is paid here.  A Spark executor's Python daemon runs it before forking
+    workers (:mod:`cogra.spark.daemon`)."""
+    from cogra import datasets
+    from cogra.examples import Q1, Q2, Q3
+
+    for query, table in ((Q1, datasets.activity), (Q2, datasets.rides), (Q3, datasets.stock)):
+        _evaluate(query, table(events, seed=1))
+
+
 BUNDLE_SETTINGS = {
     "NUMBA_CPU_NAME": "generic",  # code every CPU of the architecture runs
     "COGRA_KERNEL_BUNDLE": "0",  # compile, rather than load an older bundle

@@ -110,6 +110,30 @@ def test_background_compile_request_and_lock(reuse, monkeypatch, tmp_path) -> No
     assert not codegen.compile_in_background(other, "run_sliding", args)
 
 
+def test_a_kernel_compiled_into_numba_cache_dir_counts_as_compiled(reuse, monkeypatch, tmp_path) -> None:
+    # Where NUMBA_CACHE_DIR is set (an executor whose HOME is read-only: caches.ensure_numba_cache),
+    # numba caches the generated kernels there, not beside their sources: found there too,
+    # else the engine ran the generic kernel and compiled the generated one again for good.
+    from numba.core import config
+
+    monkeypatch.setenv("COGRA_CACHE", str(tmp_path / "cogra"))
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "numba"))
+    monkeypatch.setattr(codegen, "_LOADED", {})
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    shape, args = _sliding_call(monkeypatch)
+    lock = codegen.cache_dir() / f"cogra_kernel_{shape.key}.run_sliding.compiling"
+    import numba
+    import pickle
+
+    lock.write_bytes(pickle.dumps((shape, "run_sliding", tuple(numba.typeof(a) for a in args))))
+    codegen._compile_requested(str(lock))
+    monkeypatch.setattr(codegen, "_LOADED", {})  # a fresh process: only the disk knows
+    monkeypatch.setattr(codegen, "_NOT_COMPILED", {})
+    assert list((tmp_path / "numba").rglob(f"cogra_kernel_{shape.key}.run_sliding-*.nbi"))
+    assert not list(codegen.cache_dir().rglob("*.nbi"))  # nothing beside the source
+    assert codegen.is_compiled(shape, "run_sliding")
+
+
 def test_compiles_requested_during_a_call_start_when_it_returns(reuse, monkeypatch, tmp_path) -> None:
     # A compile started mid-call would take a core from the call that asked for it.
     import subprocess

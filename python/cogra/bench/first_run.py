@@ -11,9 +11,10 @@ Two measurements, written to ``docs/benchmarks/first-run.md`` (embedded in
   (``COGRA_KERNEL_BUNDLE=0``: everything compiles), and *warm* is the same fresh process
   once a first run has compiled everything the query uses on this machine (its
   per-shape kernels included): the state of a machine after its first queries.
-* **A fresh executor.**  Each query through ``spark.sql`` on a new ``local-cluster[2,1,1024]``
-  application (two executor JVMs, their Python workers started by the query): the first
-  run against the second in the same application (warm workers).
+* **A fresh executor.**  Each query through ``spark.sql`` on ``local-cluster[2,1,1024]``
+  (two executor JVMs with their own Python workers): first on a new application, against
+  the same query on an application whose executors ran the other two queries first (warm
+  executors, the query new to them), and its repeat.
 """
 
 from __future__ import annotations
@@ -74,16 +75,16 @@ def process_runs(sizes: dict, log: Any) -> list[dict]:
             row: dict[str, Any] = {"query": name, "events": events}
             cold, imports = [], []
             for _ in range(sizes["repeat"]):
-                with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as caches:
+                with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
                     r = _child(name, events, Path(caches))
                     cold.append(r["first"])
                     imports.append(r["import"])
             row["cold"] = statistics.median(cold)
             row["import"] = statistics.median(imports)
             if events in sizes["no_bundle_sizes"]:
-                with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as caches:
+                with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
                     row["no_bundle"] = _child(name, events, Path(caches), bundle=False)["first"]
-            with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as caches:
+            with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
                 _child(name, events, Path(caches), prime=True)
                 warm = [_child(name, events, Path(caches)) for _ in range(sizes["repeat"])]
             row["warm"] = statistics.median(r["first"] for r in warm)
@@ -97,34 +98,49 @@ def process_runs(sizes: dict, log: Any) -> list[dict]:
 
 
 def cluster_runs(events: int, log: Any) -> list[dict]:
-    """Each query's first and second ``spark.sql`` on a new local-cluster application."""
+    """Per query: its first ``spark.sql`` on a new local-cluster application (fresh
+    executors), its first on an application whose executors ran the other two queries
+    (warm executors, a query new to them), and its repeat there (the second run)."""
     from cogra import datasets, examples
     from cogra.spark import session
     from cogra.spark.sqlrun import quiet_pyspark
 
     quiet_pyspark()
-    rows = []
     tables = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}
     names = {"q1": "activity", "q2": "rides", "q3": "stock"}
-    for name in QUERIES:
-        spark = session(app_name=f"cogra-first-run-{name}", master="local-cluster[2,1,1024]", **{
+    fresh: dict[str, float] = {}
+    warm: dict[str, list[float]] = {q: [] for q in QUERIES}
+    repeat: dict[str, list[float]] = {q: [] for q in QUERIES}
+    for lead in QUERIES:
+        spark = session(app_name=f"cogra-first-run-{lead}", master="local-cluster[2,1,1024]", **{
             "spark.ui.enabled": "false", "spark.sql.ansi.enabled": "false", "spark.sql.shuffle.partitions": "2"})
         try:
             spark.sparkContext.setLogLevel("ERROR")
-            table = tables[name](events, seed=1)
-            spark.createDataFrame(table.to_pandas()).repartition(2).cache().createOrReplaceTempView(names[name])
-            spark.table(names[name]).count()  # the data on the executors (JVM only: no Python worker yet)
-            sql = f"SELECT * FROM MATCH_TREND(TABLE({names[name]}), '{getattr(examples, name.upper())}')"
-            times = []
-            for _ in range(3):
+            for name in QUERIES:
+                table = tables[name](events, seed=1)
+                spark.createDataFrame(table.to_pandas()).repartition(2).cache().createOrReplaceTempView(names[name])
+                spark.table(names[name]).count()  # the data on the executors (JVM only: no Python worker yet)
+            order = [lead] + [q for q in QUERIES if q != lead]
+            for i, name in enumerate(order + order):
+                sql = f"SELECT * FROM MATCH_TREND(TABLE({names[name]}), '{getattr(examples, name.upper())}')"
                 t = time.perf_counter()
                 spark.sql(sql).collect()
-                times.append(time.perf_counter() - t)
+                took = time.perf_counter() - t
+                if i == 0:
+                    fresh[name] = took
+                elif i < len(order):
+                    warm[name].append(took)
+                else:
+                    repeat[name].append(took)
         finally:
             spark.stop()
-        row = {"query": name, "events": events, "first": times[0], "warm": min(times[1:])}
+    rows = []
+    for name in QUERIES:
+        row = {"query": name, "events": events, "first": fresh[name], "warm": statistics.median(warm[name]),
+               "repeat": statistics.median(repeat[name])}
         row["ratio"] = row["first"] / row["warm"]
-        log(f"first-run executor {name}: first {row['first']:.2f} s, warm {row['warm']:.2f} s ({row['ratio']:.2f}x)")
+        log(f"first-run executor {name}: fresh executors {row['first']:.2f} s, warm executors {row['warm']:.2f} s "
+            f"({row['ratio']:.2f}x), repeated {row['repeat']:.2f} s")
         rows.append(row)
     return rows
 
@@ -168,14 +184,16 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
             f"{r['steady']:.3f} | {nb} | {r['import']:.2f} |")
     add("")
     if result["executor"]:
-        add(f"A fresh executor: each query through `spark.sql` on a new `local-cluster[2,1,1024]` application "
-            f"({result['executor'][0]['events']:,} events, two partitions): the first run starts the "
-            "executors' Python workers; *warm* is the faster of the next two in the same application.")
+        add(f"A fresh executor: each query through `spark.sql` on `local-cluster[2,1,1024]` "
+            f"({result['executor'][0]['events']:,} events, two partitions, `cogra.spark.session`, which "
+            "prepares the executors: `cogra.spark.executors`). *Fresh executors*: the query first on a new "
+            "application. *Warm executors*: the query on an application whose executors ran the other two "
+            "first (median of the two). *Repeated*: its second run there (median).")
         add("")
-        add("| query | first (s) | warm (s) | first / warm |")
-        add("|---|---:|---:|---:|")
+        add("| query | fresh executors (s) | warm executors (s) | fresh / warm | repeated (s) |")
+        add("|---|---:|---:|---:|---:|")
         for r in result["executor"]:
-            add(f"| {r['query']} | {r['first']:.2f} | {r['warm']:.2f} | {r['ratio']:.2f} |")
+            add(f"| {r['query']} | {r['first']:.2f} | {r['warm']:.2f} | {r['ratio']:.2f} | {r['repeat']:.2f} |")
         add("")
     if out_dir is not None:
         add(f"Raw results: `{out_dir / 'first-run.json'}` (git-ignored).")

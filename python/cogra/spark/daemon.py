@@ -1,16 +1,21 @@
 """Spark's Python daemon with cogra loaded (``spark.python.daemon.module``; see
-:mod:`cogra.spark.executors`): imports cogra and loads the kernels of the bundle, then
-runs pyspark's daemon, whose forked workers start with both.  A bundle that does not load
+:mod:`cogra.spark.executors`): imports cogra and, for the tasks' workers, loads the
+kernels of the bundle, then runs pyspark's daemon, whose forked workers start with both.  A bundle that does not load
 is left to the workers (they load or compile kernels as any process does)."""
 
 from __future__ import annotations
 
 
-def _load() -> None:
+def _load(kernels: bool) -> None:
     try:
-        from cogra.runtime import kernel_bundle
+        import cogra.spark.udtf  # noqa: F401 - what a worker unpickles first
 
-        kernel_bundle.preload()
+        if kernels:
+            from cogra import warmup
+            from cogra.runtime import kernel_bundle
+
+            kernel_bundle.preload()
+            warmup.exercise()
     except Exception:  # noqa: BLE001 - see the module docstring
         pass
 
@@ -18,10 +23,11 @@ def _load() -> None:
 if __name__ == "__main__":  # python -m cogra.spark.daemon [WORKER MODULE], as Spark starts it
     import sys
 
-    # Spark starts a daemon per worker module; only the tasks' workers evaluate queries
-    # (not the driver's UDTF analysis or data-source lookups).
-    if len(sys.argv) < 2 or sys.argv[1] == "pyspark.worker":
-        _load()
+    # Spark starts a daemon per worker module: the tasks' workers evaluate queries (cogra
+    # and its kernels), the driver's UDTF analysis parses them (cogra alone).
+    worker = sys.argv[1] if len(sys.argv) > 1 else "pyspark.worker"
+    if worker in ("pyspark.worker", "pyspark.sql.worker.analyze_udtf"):
+        _load(kernels=worker == "pyspark.worker")
     from pyspark import daemon
 
     daemon.manager()

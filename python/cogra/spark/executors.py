@@ -13,7 +13,11 @@ local-cluster executor's first q1 took 2.15x a warm one's).  Two pieces remove t
 * :func:`prepare`: one small task per core, which starts the daemons and checks that each
   executor runs the driver's cogra, raising :class:`~cogra.errors.CograError` naming the
   executor and what is missing otherwise (instead of a ``ModuleNotFoundError`` inside the
-  first MATCH_TREND task).  :func:`cogra.spark.session` calls it for cluster masters.
+  first MATCH_TREND task); then a MATCH_TREND over a few rows, which pays what every
+  application's first query pays once (the driver's analysis worker, the shim's classes
+  on the executors).  :func:`cogra.spark.session` calls it for cluster masters.  The
+  shim's Python functions carry the environment PySpark's own do, so their tasks share
+  the daemons the probe started.
 """
 
 from __future__ import annotations
@@ -48,22 +52,35 @@ class ExecutorReport:
     cache: str | None
 
 
-def _probe(_: Any) -> Any:
-    """Runs on an executor (pickled by value: it must run where cogra does not import)."""
+PROBE_SCHEMA = ("host string, pid long, python string, cogra string, error string, bundle boolean, "
+                "preloaded boolean, cache string")
+
+
+def _probe(batches: Any) -> Any:
+    """Runs on an executor, through ``mapInArrow`` -- the runner MATCH_TREND's tasks use, so
+    the same Python daemon (Spark keeps one per runner environment).  Pickled by value:
+    it must run where cogra does not import."""
     import os
     import socket
     import sys
 
+    import pyarrow as pa
+
+    for _ in batches:
+        pass
     preloaded = "cogra.runtime.kernel_bundle" in sys.modules
     try:
         import cogra
         from cogra.runtime import caches, kernel_bundle
 
         kernel_bundle.preload()
-        found = (cogra.__version__, None, kernel_bundle.usable(), str(caches.cache_root()))
+        found = [cogra.__version__, None, kernel_bundle.usable(), str(caches.cache_root())]
     except Exception as err:  # noqa: BLE001 - reported to the driver, which raises
-        found = (None, f"{type(err).__name__}: {err}", False, None)
-    yield (socket.gethostname(), os.getpid(), sys.executable, *found[:2], found[2], preloaded, found[3])
+        found = [None, f"{type(err).__name__}: {err}", False, None]
+    row = [socket.gethostname(), os.getpid(), sys.executable, found[0], found[1], found[2], preloaded, found[3]]
+    names = ["host", "pid", "python", "cogra", "error", "bundle", "preloaded", "cache"]
+    types = [pa.string(), pa.int64(), pa.string(), pa.string(), pa.string(), pa.bool_(), pa.bool_(), pa.string()]
+    yield pa.RecordBatch.from_arrays([pa.array([v], t) for v, t in zip(row, types)], names=names)
 
 
 def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
@@ -74,11 +91,10 @@ def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
     (their server prepares its own executors)."""
     import cogra
 
-    sc = spark.sparkContext
-    n = tasks or max(1, sc.defaultParallelism)
+    n = tasks or max(1, spark.sparkContext.defaultParallelism)
     probe = _by_value(_probe)
     try:
-        found = sc.parallelize(range(n), n).mapPartitions(probe).collect()
+        found = [tuple(r) for r in spark.range(0, n, 1, n).mapInArrow(probe, PROBE_SCHEMA).collect()]
     except Exception as err:  # noqa: BLE001 - a worker that could not start: say why and what to do
         text = str(err)
         missing = "No module named" in text or "ModuleNotFoundError" in text
@@ -86,6 +102,7 @@ def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
         raise CograError(f"executors could not start a Python worker with cogra ({first[:300]}): "
                          + (RECIPE if missing else "see the executors' logs")) from err
     reports = [ExecutorReport(*row) for row in found]
+    _first_query(spark)
     for r in reports:
         if r.cogra is None:
             raise CograError(f"cogra is not importable on executor {r.host} (Python {r.python}: {r.error}): {RECIPE}")
@@ -93,6 +110,25 @@ def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
             raise CograError(f"executor {r.host} runs cogra {r.cogra}, the driver {cogra.__version__}: "
                              f"results could differ; {RECIPE}")
     return reports
+
+
+WARM_UP = ("SELECT * FROM MATCH_TREND(TABLE(SELECT /*+ REPARTITION({n}) */ id * 100 AS time, "
+           "IF(id % 3 = 0, 'B', 'A') AS type, id % 16 AS g, id AS v FROM range(4000)), "
+           "'RETURN g, COUNT(*), SUM(A.v), MAX(B.v) PATTERN SEQ(A+, B) GROUP-BY g "
+           "WITHIN 10 seconds SLIDE 5 seconds')")
+"""A query over a few thousand rows that takes MATCH_TREND's whole path: the analysis on the
+driver, a shuffle by its keys, a sort, the Python workers, Arrow both ways."""
+
+
+def _first_query(spark: Any) -> None:
+    """A MATCH_TREND over a few rows: what any first query pays once per application --
+    the driver's analysis worker (a Python daemon of its own), the shim's classes and
+    Arrow on the executors -- is paid here.  (Only where the session has the extension.)"""
+    from cogra.spark.session import has_extension
+
+    if has_extension(spark):
+        n = max(1, spark.sparkContext.defaultParallelism)
+        spark.sql(WARM_UP.format(n=n)).collect()
 
 
 def _by_value(function: Any) -> Any:
@@ -106,4 +142,4 @@ def _by_value(function: Any) -> Any:
     return clone
 
 
-__all__ = ["DAEMON_MODULE", "ExecutorReport", "RECIPE", "prepare"]
+__all__ = ["DAEMON_MODULE", "PROBE_SCHEMA", "ExecutorReport", "RECIPE", "prepare"]

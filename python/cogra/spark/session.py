@@ -67,14 +67,27 @@ def _merge_list(existing: str | None, item: str) -> str:
     return ",".join(items)
 
 
+def is_cluster(master: str) -> bool:
+    """Whether ``master`` runs executors apart from the driver (``local-cluster`` included)."""
+    master = master.strip()
+    return not master.startswith("local") or master.startswith("local-cluster")
+
+
 def configure(builder: Any, *, jar: str | None = None) -> Any:
     """Add the cogra shim to a ``SparkSession.builder`` and return the builder.
 
-    Keeps ``spark.jars`` and ``spark.sql.extensions`` values already set on the builder, and
-    points Python workers at this interpreter unless ``spark.pyspark.python`` is set.
+    Keeps ``spark.jars`` and ``spark.sql.extensions`` values already set on the builder,
+    points Python workers at this interpreter unless ``spark.pyspark.python`` is set, and
+    with a cluster master (``spark.master`` set on the builder) has the executors' Python
+    daemons load cogra before forking workers (:mod:`cogra.spark.executors`; call
+    :func:`cogra.spark.executors.prepare` on the session to check them at once).
     """
+    from cogra.spark.executors import DAEMON_MODULE
+
     jar = jar or jar_path()
     options = getattr(builder, "_options", {})
+    if is_cluster(options.get("spark.master", "local")) and "spark.python.daemon.module" not in options:
+        builder = builder.config("spark.python.daemon.module", DAEMON_MODULE)
     builder = builder.config("spark.jars", _merge_list(options.get("spark.jars"), jar))
     builder = builder.config(
         "spark.sql.extensions", _merge_list(options.get("spark.sql.extensions"), EXTENSION)
@@ -97,12 +110,6 @@ def _use_this_python(spark: Any) -> None:
     sc = getattr(spark, "sparkContext", None)
     if sc is not None and not os.environ.get("PYSPARK_PYTHON") and sc.pythonExec == "python3":
         sc.pythonExec = sys.executable
-
-
-def is_cluster(master: str) -> bool:
-    """Whether ``master`` runs executors apart from the driver (``local-cluster`` included)."""
-    master = master.strip()
-    return not master.startswith("local") or master.startswith("local-cluster")
 
 
 def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_executors: bool | None = None,

@@ -137,8 +137,11 @@ private[cogra] object PythonCommands {
   /**
    * A Python function for Spark's workers, with no broadcasts or includes; `accumulator`
    * collects what its tasks report (`Diagnostics`).
-   * Its workers get the `spark.executorEnv.*` settings, as PySpark's own functions do
-   * (`SparkContext.environment`): in local mode that is the only way they reach a worker.
+   * Its workers get the `spark.executorEnv.*` settings and `PYTHONHASHSEED`, exactly as
+   * PySpark's own functions do (`SparkContext.environment`): in local mode that is the only
+   * way settings reach a worker, and Spark keeps one Python daemon per environment, so the
+   * same environment shares the executors' daemons -- those `cogra.spark.executors.prepare`
+   * started, with cogra loaded -- instead of starting another one at the first query.
    */
   def function(
       command: Array[Byte],
@@ -146,6 +149,7 @@ private[cogra] object PythonCommands {
       accumulator: CollectionAccumulator[Array[Byte]] = null): PythonFunction = {
     val env = new java.util.HashMap[String, String]()
     Option(SparkEnv.get).foreach(_.conf.getExecutorEnv.foreach { case (k, v) => env.put(k, v) })
+    env.put("PYTHONHASHSEED", sys.env.getOrElse("PYTHONHASHSEED", "0"))
     new SimplePythonFunction(
       command,
       env,
