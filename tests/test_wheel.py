@@ -4,11 +4,14 @@ deprecation warning from the build -- and carries the Scala shim's sources."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
 import venv
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"```python\n(.*?)```", re.S)
@@ -67,3 +70,41 @@ def test_the_wheel_installs_into_an_empty_venv_and_runs_the_readme_example(tmp_p
 def _site(python: Path) -> str:
     return subprocess.run([str(python), "-c", "import sysconfig, os, sys; print(os.path.relpath("
                            "sysconfig.get_paths()['purelib'], sys.prefix))"], capture_output=True, text=True).stdout.strip()
+
+
+SPARK_EXAMPLE = """
+import sys
+import cogra
+from cogra import datasets
+from cogra.examples import Q3
+from cogra.spark import session
+
+spark = session(app_name="cogra-wheel", master="local[1]", **{"spark.ui.enabled": "false"})
+table = datasets.stock(2000, seed=3)
+spark.createDataFrame(table.to_pandas()).createOrReplaceTempView("stock")
+got = spark.sql("SELECT * FROM MATCH_TREND(TABLE(stock), '" + Q3 + "')").count()
+want = cogra.evaluate(Q3, table).num_rows
+spark.stop()
+print(got, want, cogra.__file__)
+"""
+
+
+@pytest.mark.slow
+def test_the_wheel_with_the_spark_extra_runs_match_trend_in_an_empty_venv(tmp_path: Path) -> None:
+    # pip install "cogra[spark]" is all a Spark user needs: the session builds the shim's
+    # jar from the sources the wheel carries, with pyspark's own compiler.
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"),
+                            str(ROOT)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "dist").glob("cogra-*.whl")
+    venv.create(tmp_path / "venv", with_pip=True)
+    python = tmp_path / "venv" / "bin" / "python"
+    installed = subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"{wheel}[spark]"],
+                               capture_output=True, text=True, timeout=1800)
+    assert installed.returncode == 0, installed.stderr
+    java_home = {k: v for k, v in os.environ.items() if k == "JAVA_HOME"}
+    ran = subprocess.run([str(python), "-c", SPARK_EXAMPLE], capture_output=True, text=True, timeout=1800,
+                         cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **java_home})
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    got, want, where = ran.stdout.split()[-3:]
+    assert got == want and int(want) > 0 and str(tmp_path / "venv") in where, ran.stdout
