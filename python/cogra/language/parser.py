@@ -371,6 +371,12 @@ class _Parser:
         while self.peek().is_punct("+*?"):
             op = self.advance()
             node = _POSTFIX[op.text](node, self.span(first.start, op.end))
+        if self.peek().is_punct("{"):
+            brace = self.peek()
+            raise self.error("bounded quantifiers P{n}, P{n,}, P{n,m} (SEMANTICS.md section 9) are not "
+                             "supported yet; repetitions can be written out with a variable each, e.g. "
+                             "SEQ(A A1, A A2, A A3+) for A{3,}",
+                             brace.span)
         return node
 
     def primary(self) -> Pattern:
@@ -383,6 +389,16 @@ class _Parser:
         if tok.kind is Kind.IDENT and self.clause_at() is None:
             if tok.text.upper() == "SEQ" and self.peek(1).is_punct("("):
                 return self.seq()
+            if tok.text.upper() == "NOT":
+                # NOT is a keyword in patterns (SEMANTICS.md section 8), not an event type: read
+                # as a type, SEQ(A, NOT N, B) silently lost its negation.
+                end = tok
+                for ahead in (1, 2):
+                    if self.peek(ahead).kind is not Kind.IDENT or self.clause_at(self.pos + ahead) is not None:
+                        break
+                    end = self.peek(ahead)
+                raise self.error("negated sub-patterns (NOT N, SEMANTICS.md section 8) are not supported "
+                                 "yet", self.span(tok.start, end.end))
             type_tok = var_tok = self.advance()
             if self.peek().kind is Kind.IDENT and self.clause_at() is None:
                 var_tok = self.advance()
