@@ -14,7 +14,6 @@ from cogra.api import (  # noqa: E402
     MAX_WINDOWS_PER_EVENT,
     CograDataWarning,
     evaluate,
-    evaluate_batches,
     explain,
     parse,
     partition_columns,
@@ -23,7 +22,7 @@ from cogra.api import (  # noqa: E402
     result_schema,
 )
 from cogra.errors import AggregateOverflowError, CograError, DataError, QueryError  # noqa: E402
-from cogra.runtime.online import OnlineEvaluation  # noqa: E402
+from cogra.runtime.online import OnlineEvaluation, evaluate_batches  # noqa: E402
 
 __all__ = [
     "MAX_WINDOWS_PER_EVENT",

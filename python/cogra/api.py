@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
-from typing import Any, Iterable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
@@ -170,70 +169,6 @@ def evaluate(
         )
     return engine.result_table(on_overflow=on_overflow,
                                metadata={f"cogra.{k}": v for k, v in counters.items()})
-
-
-@with_recursion_room
-def evaluate_batches(
-    query: str | Query,
-    batches: Iterable[Any],
-    *,
-    schema: pa.Schema | None = None,
-    type_column: str | None = None,
-    time_column: str = "time",
-    delay: float = 0,
-    on_overflow: str = "error",
-    max_windows_per_event: int = MAX_WINDOWS_PER_EVENT,
-) -> pa.Table:
-    """Evaluate over a stream of record batches in time order, with memory bounded by the
-    open windows (:class:`~cogra.runtime.online.OnlineEvaluation`, advanced after each
-    batch; the rows of each window as it closes, concatenated): their aggregate states
-    wherever the kernels can carry the query -- a value they cannot take (a float sum
-    spanning more than 2**93, inf/NaN) is then a :class:`DataError` -- else their events.
-    Without WITHIN the one window is the whole stream; integer or timestamp times.
-
-    Events may come out of time order by up to ``delay`` (in the time column's units; for
-    timestamps, seconds); an event later than that is a :class:`DataError`.  The result
-    equals :func:`evaluate` over all the batches.
-    """
-    from cogra.runtime.online import OnlineEvaluation
-
-    if on_overflow not in ON_OVERFLOW:
-        raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
-    it = iter(batches)
-    first = None
-    if schema is None:
-        first = next(it, None)
-        if first is None:
-            raise ValueError("evaluate_batches needs a schema= when there are no batches")
-        schema = first.schema
-    from cogra.runtime.stream import unsupported_reason
-
-    # Carried wherever the kernels can carry the query, float sums included: the caller
-    # asked for memory bounded by the windows' states, and a value that stops the kernels
-    # (a float sum spanning 2**93, inf/NaN) is a DataError that says to use evaluate().
-    # (A long-running OnlineEvaluation holds such queries instead: it must not stop.)
-    kind = "carried" if unsupported_reason(plan(query, schema, type_column=type_column,
-                                                time_column=time_column)) is None else "held"
-    online = OnlineEvaluation(query, schema, type_column=type_column, time_column=time_column, delay=delay,
-                              on_overflow=on_overflow, max_windows_per_event=max_windows_per_event,
-                              late="error", bounded=True, states=kind)
-    tie = 1  # events at the latest time may continue in the next batch: that time stays open
-    parts = []
-    for batch in itertools.chain([first] if first is not None else [], it):
-        online.push(batch)
-        if online.state.max_time is not None:
-            parts.append(online.advance(online.state.max_time - online.delay - tie))
-    parts.append(online.finish())
-    counters = online.counters
-    if counters["rows_null_time"] + counters["rows_null_type"]:
-        warnings.warn(
-            f"{counters['rows_null_time']} row(s) with a NULL time and "
-            f"{counters['rows_null_type']} with a NULL type are not events and were skipped",
-            CograDataWarning,
-            stacklevel=2,
-        )
-    meta = {f"cogra.{k}": str(v) for k, v in counters.items() if k != "rows_late"}
-    return pa.concat_tables(parts).replace_schema_metadata(meta)
 
 
 @with_recursion_room

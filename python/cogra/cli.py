@@ -17,18 +17,10 @@ from typing import Callable, Sequence
 import pyarrow as pa
 
 import cogra
+from cogra.commands import REGISTERED
 from cogra.errors import CograError
 
 Command = Callable[[argparse.Namespace], int]
-_EXTRA: list[Callable[[argparse._SubParsersAction], None]] = []
-
-
-def extra_command(register: Callable[[argparse._SubParsersAction], None]):
-    """Decorator for modules that add subcommands (keeps optional dependencies optional)."""
-    _EXTRA.append(register)
-    return register
-
-
 def _print_table(table: pa.Table, limit: int = 10) -> None:
     cols = table.column_names
     rows = table.slice(0, limit).to_pylist()
@@ -137,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         # registers sql, data, shim, thriftserver, connect-server
         importlib.import_module("cogra.spark.cli")
 
-    for register in _EXTRA:
+    for register in REGISTERED:
         register(sub)
     return parser
 

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from cogra.cli import extra_command
+from cogra.commands import extra_command
 
 QUICK_TIME_LIMIT = 3.0
 FULL_TIME_LIMIT = 300.0

@@ -29,11 +29,12 @@ reads it back, so a stream restarted from a checkpoint continues exactly where i
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import pickle
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +42,9 @@ import pyarrow.compute as pc
 
 from cogra.api import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate, plan, result_schema
 from cogra.errors import CograDataWarning, DataError, QueryError
+from cogra.language.ast import Query
+from cogra.language.limits import with_recursion_room
+from cogra.runtime.output import ON_OVERFLOW
 from cogra.runtime.slices import NULL_TIME, WindowSlices
 from cogra.runtime.stream import StreamEvaluation, unsupported_reason, values_may_stop
 
@@ -312,4 +316,65 @@ class OnlineEvaluation:
             self.carried.load_state(pickle.loads(data[start + header["rows_bytes"]:]))
 
 
-__all__ = ["OnlineEvaluation", "OnlineState", "require_window", "state_kind"]
+
+@with_recursion_room
+def evaluate_batches(
+    query: str | Query,
+    batches: Iterable[Any],
+    *,
+    schema: pa.Schema | None = None,
+    type_column: str | None = None,
+    time_column: str = "time",
+    delay: float = 0,
+    on_overflow: str = "error",
+    max_windows_per_event: int = MAX_WINDOWS_PER_EVENT,
+) -> pa.Table:
+    """Evaluate over a stream of record batches in time order, with memory bounded by the
+    open windows (:class:`~cogra.runtime.online.OnlineEvaluation`, advanced after each
+    batch; the rows of each window as it closes, concatenated): their aggregate states
+    wherever the kernels can carry the query -- a value they cannot take (a float sum
+    spanning more than 2**93, inf/NaN) is then a :class:`DataError` -- else their events.
+    Without WITHIN the one window is the whole stream; integer or timestamp times.
+
+    Events may come out of time order by up to ``delay`` (in the time column's units; for
+    timestamps, seconds); an event later than that is a :class:`DataError`.  The result
+    equals :func:`evaluate` over all the batches.
+    """
+    if on_overflow not in ON_OVERFLOW:
+        raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
+    it = iter(batches)
+    first = None
+    if schema is None:
+        first = next(it, None)
+        if first is None:
+            raise ValueError("evaluate_batches needs a schema= when there are no batches")
+        schema = first.schema
+    # Carried wherever the kernels can carry the query, float sums included: the caller
+    # asked for memory bounded by the windows' states, and a value that stops the kernels
+    # (a float sum spanning 2**93, inf/NaN) is a DataError that says to use evaluate().
+    # (A long-running OnlineEvaluation holds such queries instead: it must not stop.)
+    kind = "carried" if unsupported_reason(plan(query, schema, type_column=type_column,
+                                                time_column=time_column)) is None else "held"
+    online = OnlineEvaluation(query, schema, type_column=type_column, time_column=time_column, delay=delay,
+                              on_overflow=on_overflow, max_windows_per_event=max_windows_per_event,
+                              late="error", bounded=True, states=kind)
+    tie = 1  # events at the latest time may continue in the next batch: that time stays open
+    parts = []
+    for batch in itertools.chain([first] if first is not None else [], it):
+        online.push(batch)
+        if online.state.max_time is not None:
+            parts.append(online.advance(online.state.max_time - online.delay - tie))
+    parts.append(online.finish())
+    counters = online.counters
+    if counters["rows_null_time"] + counters["rows_null_type"]:
+        warnings.warn(
+            f"{counters['rows_null_time']} row(s) with a NULL time and "
+            f"{counters['rows_null_type']} with a NULL type are not events and were skipped",
+            CograDataWarning,
+            stacklevel=2,
+        )
+    meta = {f"cogra.{k}": str(v) for k, v in counters.items() if k != "rows_late"}
+    return pa.concat_tables(parts).replace_schema_metadata(meta)
+
+
+__all__ = ["OnlineEvaluation", "OnlineState", "evaluate_batches", "require_window", "state_kind"]

@@ -1,6 +1,6 @@
 """The Spark subcommands of ``cogra``: sql, data, shim, thriftserver, connect-server.
 
-They live here, registered through :func:`cogra.cli.extra_command`, so that ``cogra``'s
+They live here, registered through :func:`cogra.commands.extra_command`, so that ``cogra``'s
 core commands work without pyspark. ``cogra/cli.py`` imports this module once; it can
 also be run on its own: ``python -m cogra.spark.cli sql "SELECT ..."``.
 
@@ -19,7 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from cogra.cli import extra_command
+from cogra.commands import extra_command
 
 _COMMANDS = ("sql", "data", "shim", "thriftserver", "connect-server")
 

@@ -124,7 +124,7 @@ def _first_query(spark: Any) -> None:
     """A MATCH_TREND over a few rows: what any first query pays once per application --
     the driver's analysis worker (a Python daemon of its own), the shim's classes and
     Arrow on the executors -- is paid here.  (Only where the session has the extension.)"""
-    from cogra.spark.session import has_extension
+    from cogra.spark.extension import has_extension
 
     if has_extension(spark):
         n = max(1, spark.sparkContext.defaultParallelism)

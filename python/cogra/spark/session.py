@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from cogra.api import parse
 from cogra.runtime.online import require_window
+from cogra.spark.extension import EXTENSION, has_extension
 from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-#: The session extension class (the same name as ``shim_build.EXTENSION_CLASS``).
-EXTENSION = "org.apache.spark.sql.cogra.CograExtensions"
 
 #: With a local master, Spark's own ports (the driver's RPC and block manager) listen on
 #: the loopback interface only: by default they listen on every interface, open to the
@@ -152,15 +151,6 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     if prepare:
         executors.prepare(spark)
     return spark
-
-
-def has_extension(spark: "SparkSession") -> bool:
-    """Whether ``spark`` was built with the cogra session extension."""
-    try:
-        value = spark.conf.get("spark.sql.extensions", "") or ""
-    except Exception:  # noqa: BLE001 - a Connect server may refuse to read some settings
-        return False
-    return EXTENSION in [x.strip() for x in value.split(",")]
 
 
 def _ansi(spark: "SparkSession") -> bool:

@@ -25,13 +25,13 @@ offers one timeout per group and a state of fixed columns.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
 from cogra.runtime.online import require_window
+from cogra.spark.event_time import delay_seconds
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -41,29 +41,6 @@ EVENT_TIME = "__cogra_event_time"
 ALL = "__cogra_all"
 """The one grouping key of a query without plain GROUP-BY keys."""
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-
-
-def delay_seconds(text: str) -> float:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|"
-                         r"hours?|days?)\s*", text, re.I)
-    if not match:
-        raise ValueError(f"watermark must be a delay such as '30 seconds', not {text!r}")
-    unit = match.group(2).lower()
-    scale = 0.001 if unit.startswith("m") and unit not in ("min", "mins", "minute", "minutes") \
-        else 60 if unit.startswith("min") else 3600 if unit.startswith("hour") \
-        else 86400 if unit.startswith("day") else 1
-    return float(match.group(1)) * scale
-
-
-def event_time_sql(time_column: str, time_type: pa.DataType) -> str:
-    """Spark SQL for the event time (a timestamp) of a time column: seconds or a timestamp."""
-    quoted = "`" + time_column.replace("`", "``") + "`"
-    if pa.types.is_timestamp(time_type):
-        return quoted
-    if pa.types.is_integer(time_type):
-        return f"timestamp_seconds({quoted})"
-    raise ValueError("a streaming MATCH_TREND needs an integer or timestamp time column "
-                     f"(its windows close at exact times), not {time_type}")
 
 
 def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:

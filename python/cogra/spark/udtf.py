@@ -243,9 +243,9 @@ def analyze_call(
     select = [SelectedColumn(quote_identifier(c)) for c in selected]
     if filter_sql:
         select.append(SelectedColumn(f"({filter_sql})", alias=FILTER_ALIAS))
-    if delay is not None:  # a stream's event time, for Spark's watermark (cogra.spark.streaming)
+    if delay is not None:  # a stream's event time, for Spark's watermark (cogra.spark.event_time)
         from cogra.runtime.online import require_window
-        from cogra.spark.streaming import delay_seconds, event_time_sql
+        from cogra.spark.event_time import delay_seconds, event_time_sql
 
         try:
             delay_seconds(delay)

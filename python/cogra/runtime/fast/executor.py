@@ -421,11 +421,11 @@ class FastExecutor:
         """The mixed-grained kernel over windows ``[lo, hi)`` of the positions ``rows``
         (table rows) playing ``plays``; the channels, undecoded.
 
-        ``share`` (:class:`cogra.runtime.fast.shared_rows.Share`): save the shared
+        ``share`` (:class:`cogra.runtime.fast.share.Share`): save the shared
         variable's rows, or take them from the cache -- then no predicate reads an
         earlier event here, and the kernel builds no trees."""
         from cogra.runtime.fast.mixed_kernels import SHARE_TAKE, run_mixed_windows
-        from cogra.runtime.fast.shared_rows import Share
+        from cogra.runtime.fast.share import Share
 
         share = share or Share.none(self)
         times = self.engine.time_np[rows]

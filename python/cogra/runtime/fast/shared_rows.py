@@ -47,57 +47,13 @@ from cogra.runtime.fast.jit import njit
 from cogra.runtime.fast import channels
 from cogra.runtime.fast.channels import KernelOut
 from cogra.runtime.fast.mixed_kernels import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.fast.share import Share
 
 ENABLED = True
 """Tests switch this off to compare with every sub-stream computing its own rows."""
 RING_CACHE_MAX_BYTES = 1 << 28
 """The ring kernel's cache (``W`` lanes of the shared variable's live channels per event of
 the representatives) must fit in this; beyond it nothing is shared."""
-
-
-@dataclass
-class Share:
-    """The sharing arguments of :func:`~cogra.runtime.fast.mixed_kernels.run_mixed_windows`.
-
-    ``take_at``: per position of the run, its cache row (read under ``SHARE_TAKE``; under
-    ``SHARE_SAVE`` a batch's total goes to the row of its last position).  The cache holds
-    the shared variable's live channels (``live_*``: ``[n, channel_1, ..]``) per row.
-    """
-
-    var: int
-    mode: int
-    take_at: np.ndarray
-    ci: np.ndarray
-    cf: np.ndarray
-    cx: np.ndarray
-    ce: np.ndarray
-    cr: np.ndarray
-    live_i: np.ndarray
-    live_f: np.ndarray
-    live_x: np.ndarray
-
-    @classmethod
-    def none(cls, fast: Any) -> "Share":
-        return cls.cache(fast, 0, 0, SHARE_NONE)
-
-    @classmethod
-    def cache(cls, fast: Any, var: int, n_rows: int, mode: int = SHARE_SAVE) -> "Share":
-        """An empty cache of ``n_rows`` rows for variable ``var``'s live channels."""
-        li, lf, lx = fast.var_live_i[var], fast.var_live_f[var], fast.var_live_x[var]
-        return cls(var if mode != SHARE_NONE else -1, mode, np.zeros(1, np.int64),
-                   np.zeros((n_rows, max(1, int(li[0]))), np.uint64),
-                   np.zeros((n_rows, max(1, int(lf[0]))), np.float64),
-                   np.zeros((n_rows, max(1, int(lx[0]))), np.int64),
-                   np.zeros(n_rows, np.int64), np.zeros(n_rows, np.bool_), li, lf, lx)
-
-    def taking(self, take_at: np.ndarray) -> "Share":
-        """The same cache, read at ``take_at``."""
-        return Share(self.var, SHARE_TAKE, take_at, self.ci, self.cf, self.cx, self.ce, self.cr,
-                     self.live_i, self.live_f, self.live_x)
-
-    def arguments(self) -> tuple:
-        return (self.var, self.mode, self.take_at, self.ci, self.cf, self.cx, self.ce, self.cr,
-                self.live_i, self.live_f, self.live_x)
 
 
 @dataclass
