@@ -39,6 +39,14 @@ def _evaluate(query: str, table, **kw) -> None:
         cogra.evaluate(query, table, on_overflow="null", **kw)
 
 
+def _examples(events: int) -> None:
+    """The report's q1-q3, each over ``events`` of its data set."""
+    from cogra.examples import EXAMPLES
+
+    for example in EXAMPLES:
+        _evaluate(example.query, example.data(events, seed=1))
+
+
 @case
 def q1() -> None:
     from cogra import datasets
@@ -70,11 +78,7 @@ def q3() -> None:
 @case
 def large() -> None:
     """q1-q3 over 1M events: some kernels take other argument types at that size."""
-    from cogra import datasets
-    from cogra.examples import Q1, Q2, Q3
-
-    for query, table in ((Q1, datasets.activity), (Q2, datasets.rides), (Q3, datasets.stock)):
-        _evaluate(query, table(1_000_000, seed=1))
+    _examples(1_000_000)
 
 
 def _shapes_table(timestamps: bool):
@@ -175,11 +179,7 @@ def exercise(events: int = 300) -> None:
     loading kernels (lazy imports, first-use initialisation in numpy, pyarrow and the
     parser) is paid here.  A Spark executor's Python daemon runs it before forking
     workers (:mod:`cogra.spark.daemon`)."""
-    from cogra import datasets
-    from cogra.examples import Q1, Q2, Q3
-
-    for query, table in ((Q1, datasets.activity), (Q2, datasets.rides), (Q3, datasets.stock)):
-        _evaluate(query, table(events, seed=1))
+    _examples(events)
 
 
 BUNDLE_SETTINGS = {
@@ -213,10 +213,10 @@ def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stder
         failed = run(jobs, out=out, env=env)
         if failed:
             return failed
-        machine = subprocess.run(
-            [sys.executable, "-c", "from numba.core.registry import cpu_target as t; "
-             "print(repr(tuple(t.target_context.codegen().magic_tuple())))"],
-            env=env, check=True, capture_output=True, text=True).stdout
+        machine = json.loads(subprocess.run(
+            [sys.executable, "-c", "import json; from numba.core.registry import cpu_target as t; "
+             "print(json.dumps(t.target_context.codegen().magic_tuple()))"],
+            env=env, check=True, capture_output=True, text=True).stdout)
         # numba names a source directory's cache "<dir>_<sha1 of its path>": map it back.
         package = kernel_bundle.PACKAGE
         names = {UserProvidedCacheLocator.get_suitable_cache_subpath(str(d / "x.py")): d.relative_to(package)
@@ -230,11 +230,9 @@ def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stder
             shutil.copytree(directory, fresh / names[directory.name], dirs_exist_ok=True)
             entries += sum(1 for _ in directory.glob("*.nbc"))
         fresh.mkdir(parents=True, exist_ok=True)
-        import ast
-
         (fresh / kernel_bundle.MANIFEST).write_text(json.dumps({
             "numba": numba.__version__, "python": kernel_bundle.python_tag(), "sources": sources,
-            "machine": list(ast.literal_eval(machine.strip())), "entries": entries}, indent=1))
+            "machine": machine, "entries": entries}, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         fresh.rename(target)
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())

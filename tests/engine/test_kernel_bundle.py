@@ -19,13 +19,11 @@ REPO = Path(__file__).resolve().parents[2]
 COUNT_COMPILES = r"""
 import sys, json
 import cogra
-from cogra import datasets
-from cogra.examples import Q1, Q2, Q3
+from cogra.examples import EXAMPLES
 from numba.core.dispatcher import Dispatcher
 
-table = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}
-for name, query in (("q1", Q1), ("q2", Q2), ("q3", Q3)):
-    cogra.evaluate(query, table[name](20_000, seed=1), on_overflow="null")
+for example in EXAMPLES:
+    cogra.evaluate(example.query, example.data(20_000, seed=1), on_overflow="null")
 hits = misses = 0
 compiled = []
 for module in list(sys.modules.values()):

@@ -21,6 +21,7 @@ experiments and contenders, :mod:`cogra.bench.runner` for how a run is measured,
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import shlex
 import sys
@@ -83,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from cogra.bench import experiments, report, runner
+    from cogra.bench import experiments, report, runner, sections
 
     if args.list:
         for e in experiments.EXPERIMENTS.values():
@@ -102,24 +103,15 @@ def run_command(args: argparse.Namespace) -> int:
         return 0
 
     names = [n.strip() for n in (args.experiments or "").split(",") if n.strip()]
-    if "first-run" in names or names == ["all"]:
-        from cogra.bench import first_run
-
+    # The opt-in sections measured by commands of their own (cogra.bench.sections).
+    for section in sections.SECTIONS:
+        if section not in names and names != ["all"]:
+            continue
+        module = importlib.import_module(f"cogra.bench.{section.replace('-', '_')}")
         out_dir = Path(args.out) if args.out else root / "bench-results" / report.timestamp()
-        first_run.run(args.quick, out_dir, None if args.no_docs else docs_dir,
-                      log=(lambda _text: None) if args.quiet else None)
-        names = [n for n in names if n != "first-run"]
-        if not names:
-            return 0
-        args.experiments = ",".join(names)
-    streaming = "streaming" in names or names == ["all"]
-    if streaming:
-        from cogra.bench import streaming as streaming_bench
-
-        out_dir = Path(args.out) if args.out else root / "bench-results" / report.timestamp()
-        streaming_bench.run(args.quick, out_dir, None if args.no_docs else docs_dir,
-                            log=(lambda _text: None) if args.quiet else None)
-        names = [n for n in names if n != "streaming"]
+        module.run(args.quick, out_dir, None if args.no_docs else docs_dir,
+                   log=(lambda _text: None) if args.quiet else None)
+        names = [n for n in names if n != section]
         if not names:
             return 0
         args.experiments = ",".join(names)

@@ -38,10 +38,10 @@ import json, sys, time
 started = time.perf_counter()
 import cogra
 imported = time.perf_counter() - started
-from cogra import datasets, examples
+from cogra.examples import EXAMPLES
 name, events, prime = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "prime"
-data = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}[name](events, seed=1)
-query = getattr(examples, name.upper())
+example = next(e for e in EXAMPLES if e.name == name)
+data, query = example.data(events, seed=1), example.query
 if prime:  # compile every kernel the query's route uses, its per-shape ones included, in the foreground
     from cogra.runtime.fast import executor, finish, sliding
     executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = finish.SPECIALIZE_MIN_KEYS = 0
@@ -104,13 +104,12 @@ def cluster_runs(events: int, log: Any) -> list[dict]:
     """Per query: its first ``spark.sql`` on a new local-cluster application (fresh
     executors), its first on an application whose executors ran the other two queries
     (warm executors, a query new to them), and its repeat there (the second run)."""
-    from cogra import datasets, examples
+    from cogra.examples import EXAMPLES
     from cogra.spark import session
     from cogra.spark.sqlrun import quiet_pyspark
 
     quiet_pyspark()
-    tables = {"q1": datasets.activity, "q2": datasets.rides, "q3": datasets.stock}
-    names = {"q1": "activity", "q2": "rides", "q3": "stock"}
+    examples = {e.name: e for e in EXAMPLES}
     fresh: dict[str, float] = {}
     warm: dict[str, list[float]] = {q: [] for q in QUERIES}
     repeat: dict[str, list[float]] = {q: [] for q in QUERIES}
@@ -119,13 +118,13 @@ def cluster_runs(events: int, log: Any) -> list[dict]:
             "spark.ui.enabled": "false", "spark.sql.ansi.enabled": "false", "spark.sql.shuffle.partitions": "2"})
         try:
             spark.sparkContext.setLogLevel("ERROR")
-            for name in QUERIES:
-                table = tables[name](events, seed=1)
-                spark.createDataFrame(table.to_pandas()).repartition(2).cache().createOrReplaceTempView(names[name])
-                spark.table(names[name]).count()  # the data on the executors (JVM only: no Python worker yet)
+            for e in examples.values():
+                view = e.data(events, seed=1).to_pandas()
+                spark.createDataFrame(view).repartition(2).cache().createOrReplaceTempView(e.table)
+                spark.table(e.table).count()  # the data on the executors (JVM only: no Python worker yet)
             order = [lead] + [q for q in QUERIES if q != lead]
             for i, name in enumerate(order + order):
-                sql = f"SELECT * FROM MATCH_TREND(TABLE({names[name]}), '{getattr(examples, name.upper())}')"
+                sql = f"SELECT * FROM MATCH_TREND(TABLE({examples[name].table}), '{examples[name].query}')"
                 t = time.perf_counter()
                 spark.sql(sql).collect()
                 took = time.perf_counter() - t

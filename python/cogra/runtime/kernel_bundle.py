@@ -158,8 +158,8 @@ def use_bundle(dispatcher: Any) -> Any:
 def preload() -> int:
     """Load every kernel of the bundle into this process (its modules imported, each
     signature it holds loaded, nothing compiled); returns how many were loaded.  A Spark
-    executor's Python worker does this once, before its first task
-    (:func:`cogra.spark.executors.prepare`), so that no query's first task pays for it."""
+    executor's Python daemon does this before forking workers (:mod:`cogra.spark.daemon`),
+    so that no query's first task pays for it."""
     import importlib
 
     root = bundle_root()

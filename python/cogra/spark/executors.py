@@ -102,13 +102,13 @@ def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
         raise CograError(f"executors could not start a Python worker with cogra ({first[:300]}): "
                          + (RECIPE if missing else "see the executors' logs")) from err
     reports = [ExecutorReport(*row) for row in found]
-    _first_query(spark)
     for r in reports:
         if r.cogra is None:
             raise CograError(f"cogra is not importable on executor {r.host} (Python {r.python}: {r.error}): {RECIPE}")
         if r.cogra != cogra.__version__:
             raise CograError(f"executor {r.host} runs cogra {r.cogra}, the driver {cogra.__version__}: "
                              f"results could differ; {RECIPE}")
+    _first_query(spark)  # (after the checks: on an executor without cogra it would fail obscurely)
     return reports
 
 
