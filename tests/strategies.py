@@ -1,10 +1,11 @@
 """Hypothesis strategies: random COGRA queries (as text) and small event streams.
 
-Queries cover every pattern operator (SEQ, +, *, ?, |, one type bound to several
-variables), the three semantics, local and adjacent predicates (reading the earlier
+Queries cover every pattern operator (SEQ, +, *, ?, |, bounded quantifiers {n,m}, NOT N
+between two parts of a SEQ, one type bound to several variables), the three semantics, local and adjacent predicates (reading the earlier
 event or only the later one), plain and variable-qualified grouping and equivalence,
 sliding and tumbling windows, and every aggregate.  Streams are small (the two-step
-reference enumerates every trend) with timestamp ties, irrelevant event types, NULL
+reference enumerates every trend) with timestamp ties, irrelevant event types (and N, a
+type only a negation may name), NULL
 attribute values, negative values in some, and a few NULL times.
 """
 
@@ -16,7 +17,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from cogra.analysis.automaton import build_automaton
-from cogra.language.ast import Alt, Opt, Plus, Seq, Span, Star, Var
+from cogra.language.ast import Alt, Not, Opt, Plus, Repeat, Seq, Span, Star, Var, negations
 
 TYPES = ("A", "B", "C")
 _SPAN = Span(0, 0, 1, 1)
@@ -30,6 +31,8 @@ class GeneratedQuery:
 
 
 def render(p) -> str:
+    if isinstance(p, Not):
+        return "NOT " + render(p.var)
     if isinstance(p, Var):
         return p.event_type if p.event_type == p.name else f"{p.event_type} {p.name}"
     if isinstance(p, Seq):
@@ -39,11 +42,27 @@ def render(p) -> str:
     inner = render(p.inner)
     if not isinstance(p.inner, (Var, Seq)) or (isinstance(p.inner, Var) and p.inner.event_type != p.inner.name):
         inner = f"({inner})"
+    if isinstance(p, Repeat):
+        return inner + p.suffix
     return inner + {Plus: "+", Star: "*", Opt: "?"}[type(p)]
 
 
+def _nullable(p) -> bool:
+    if isinstance(p, Var):
+        return False
+    if isinstance(p, Seq):
+        return all(_nullable(i) for i in p.items if not isinstance(i, Not))
+    if isinstance(p, Alt):
+        return any(_nullable(o) for o in p.options)
+    if isinstance(p, (Star, Opt)):
+        return True
+    if isinstance(p, Repeat):
+        return p.low == 0 or _nullable(p.inner)
+    return _nullable(p.inner)
+
+
 @st.composite
-def patterns(draw, max_vars: int = 4):
+def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True):
     counter = iter(range(100))
 
     def var() -> Var:
@@ -54,29 +73,43 @@ def patterns(draw, max_vars: int = 4):
     def node(depth: int):
         if depth == 0:
             return var()
-        kind = draw(st.sampled_from(["var", "var", "seq", "plus", "star", "opt", "alt"]))
+        kinds = ["var", "var", "seq", "plus", "star", "opt", "alt"] + (["repeat"] if repeat else [])
+        kind = draw(st.sampled_from(kinds))
         if kind == "var":
             return var()
         if kind == "seq":
             n = draw(st.integers(2, 3))
-            return Seq(tuple(node(depth - 1) for _ in range(n)), _SPAN)
+            items = [node(depth - 1) for _ in range(n)]
+            # NOT N between two parts that each match an event (SEMANTICS.md section 8).
+            spots = [i for i in range(1, n) if not _nullable(items[i - 1]) and not _nullable(items[i])]
+            if negation and spots and draw(st.integers(0, 2)) == 0:
+                at = draw(st.sampled_from(spots))
+                i = next(counter)
+                items.insert(at, Not(Var(draw(st.sampled_from(TYPES + ("N",))), f"N{i}", _SPAN), _SPAN))
+            return Seq(tuple(items), _SPAN)
         if kind == "alt":
             return Alt((node(depth - 1), node(depth - 1)), _SPAN)
         inner = node(depth - 1)
+        if kind == "repeat":
+            low = draw(st.integers(0, 3))
+            high = draw(st.sampled_from([None, low, low + 1, low + 2]))
+            return Repeat(inner, low, high if high != 0 else 1, _SPAN)
         return {"plus": Plus, "star": Star, "opt": Opt}[kind](inner, _SPAN)
 
     p = node(draw(st.integers(1, 3)))
-    names = build_automaton(p).names
-    if len(names) > max_vars:
+    auto = build_automaton(p)
+    if len(auto.variables) > max_vars or len(auto.names) > 10:
         p = Seq(tuple(var() for _ in range(2)), _SPAN)
     return p
 
 
 @st.composite
-def queries(draw, windows: bool = True, grouping: bool = True) -> GeneratedQuery:
-    p = draw(patterns())
+def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = True) -> GeneratedQuery:
+    """``extended``: patterns may hold bounded quantifiers and NOT (SEMANTICS.md 8-9)."""
+    p = draw(patterns(repeat=extended, negation=extended))
     auto = build_automaton(p)
-    names = auto.names
+    names = auto.variables
+    negated = [n.var.name for n in negations(p)]
     semantics = draw(st.sampled_from(["any", "next", "contiguous", "skip-till-any-match"]))
     conjuncts: list[str] = []
     # local predicates
@@ -86,17 +119,21 @@ def queries(draw, windows: bool = True, grouping: bool = True) -> GeneratedQuery
                 f"{v}.v > 1", f"{v}.v <= 3", f"{v}.v IN (1, 2, 4)", f"{v}.w IS NOT NULL",
                 f"NOT {v}.v = 2", f"{v}.v BETWEEN 1 AND 3",
             ])))
+    # which events block a NOT N
+    for n in negated:
+        if draw(st.integers(0, 2)) == 0:
+            conjuncts.append(draw(st.sampled_from([f"{n}.v > 1", f"{n}.w IS NOT NULL", f"{n}.v <> 2"])))
     # predicates on adjacent events
-    pairs = [(u, v) for v in range(len(names)) for u in sorted(auto.pred[v])]
+    sv = auto.state_variables
+    pairs = sorted({(sv[u], sv[v]) for v in range(len(sv)) for u in auto.pred[v]})
     if pairs and draw(st.booleans()):
-        u, v = draw(st.sampled_from(pairs))
-        U, V = names[u], names[v]
+        U, V = draw(st.sampled_from(pairs))
         conjuncts.append(draw(st.sampled_from([
             f"{U}.v < NEXT({V}).v", f"{U}.v >= NEXT({V}).v", f"{U}.w + 1 > NEXT({V}).w",
             f"NEXT({V}).v <> 2", f"({U}.v = NEXT({V}).v OR NEXT({V}).v > 2)",
         ])))
     group_by: list[str] = []
-    mandatory = [v for i, v in enumerate(names) if auto.mandatory(i)]
+    mandatory = [v for v in names if auto.mandatory_variable(v)]
     if grouping:
         if draw(st.booleans()):
             group_by.append("g")
@@ -126,14 +163,16 @@ def queries(draw, windows: bool = True, grouping: bool = True) -> GeneratedQuery
         size = draw(st.integers(2, 6))
         slide = draw(st.integers(1, size))
         text += f"\nWITHIN {size} seconds" + (f" SLIDE {slide} seconds" if slide != size else "")
-    return GeneratedQuery(text, names, tuple(sorted(set(auto.event_types))))
+    types = set(auto.event_types) | {n.var.event_type for n in negations(p)}
+    return GeneratedQuery(text, names, tuple(sorted(types)))
 
 
 @st.composite
-def cases(draw, windows: bool = True, grouping: bool = True, max_events: int = 10, nan: bool = False):
+def cases(draw, windows: bool = True, grouping: bool = True, max_events: int = 10, nan: bool = False,
+          extended: bool = True):
     """A random query and a random stream mostly made of the query's event types
     (``nan``: some ``w`` values are NaN)."""
-    q = draw(queries(windows=windows, grouping=grouping))
+    q = draw(queries(windows=windows, grouping=grouping, extended=extended))
     return q, draw(streams(max_events=max_events, types=q.event_types, nan=nan))
 
 

@@ -238,16 +238,19 @@ def pushdown(query: str | Query, input_schema: pa.Schema, *, type_column: str | 
     SQL filter that holds for every row that can affect the result (None: keep all).
 
     A row matters if it may play some variable (its type, and that variable's pushable
-    local predicates), if its type is NULL (it is counted and reported), and under
+    local predicates), if it may block a ``NOT N`` (N's type and pushable local
+    predicates), if its type is NULL (it is counted and reported), and under
     ``contiguous`` if its type is not in the pattern (it breaks trends).
     """
     bound = bind(parse(query), input_schema, type_column=type_column, time_column=time_column)
     tcol = exp.column(exp.to_identifier(bound.type_column, quoted=True)).sql(dialect="spark") \
         if bound.type_column else None
     alternatives: list[str] = []
-    for v, event_type in enumerate(bound.automaton.event_types):
+    players = list(zip(bound.automaton.event_types, bound.local))
+    players += [(n.event_type, n.local) for n in bound.negations]
+    for event_type, local in players:
         parts = [f"{tcol} = {exp.Literal.string(event_type).sql(dialect='spark')}"] if tcol else []
-        parts += [p for p in (_spark_predicate(e) for e in bound.local[v]) if p is not None]
+        parts += [p for p in (_spark_predicate(e) for e in local) if p is not None]
         if not parts:
             return bound.columns_used, None  # this variable accepts every row
         alternatives.append(" AND ".join(f"({p})" for p in parts))

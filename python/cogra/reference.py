@@ -81,18 +81,22 @@ from cogra.language.ast import (
     AttrRef,
     Query,
     Semantics,
+    has_repeat,
     pattern_variables,
 )
 from cogra.reference_parts.aggregates import Accumulator
 from cogra.reference_parts.events import Event, exact_times, group_key, time_scale
 from cogra.reference_parts.patterns import (
     Budget,
+    Continuations,
     Pair,
     ReferenceLimitExceeded,
     Trend,
+    crossings,
     enumerate_trends,
     follow,
     required,
+    without_negations,
 )
 from cogra.reference_parts.predicates import BoundCondition, bind_conditions
 from cogra.runtime.output import ON_OVERFLOW, ResultRow, build_table, check_window_range, result_type
@@ -171,6 +175,14 @@ class _Prepared:
     group_by: list[tuple[str | None, str]]  # GROUP-BY as (variable or None, attribute)
     local: dict[str, list[BoundCondition]] = field(default_factory=dict)
     adjacent: dict[tuple[str, str], list[BoundCondition]] = field(default_factory=dict)
+    continuations: Continuations | None = None
+    """Where the pattern has bounded quantifiers: what may follow a whole variable word."""
+    pattern: Any = None
+    """The pattern without its ``NOT N`` items (the words it matches)."""
+    negated: dict[str, str] = field(default_factory=dict)  # NOT N: variable -> event type
+    negated_local: dict[str, list[BoundCondition]] = field(default_factory=dict)
+    crossings: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """``(U, V) -> negated variables`` whose blocking events a pair ``(U, V)`` must not straddle."""
 
 
 def _parse(query: "str | Query") -> Query:
@@ -198,13 +210,17 @@ def _prepare(q: Query, columns: set[str]) -> _Prepared:
             )
         var_types[v.name] = v.event_type
     names = ", ".join(var_types)
+    negated = {v.name: v.event_type for v in q.negated}
 
     def check_var(var: str | None, span: Any) -> None:
+        if var is not None and var in negated:
+            raise fail(f"{var} is negated (NOT {var}): its events are in no trend", span)
         if var is not None and var not in var_types:
             raise fail(f"unknown variable {var} (the pattern binds {names})", span)
 
-    fol = follow(q.pattern)
-    must = required(q.pattern)
+    positive = without_negations(q.pattern)
+    fol = follow(positive)
+    must = required(positive)
     plain_keys: list[str] = []
     var_keys: list[tuple[str, str]] = []
     for ref in [e.attribute for e in q.equivalences] + list(q.group_by):
@@ -239,10 +255,21 @@ def _prepare(q: Query, columns: set[str]) -> _Prepared:
         plain_keys=plain_keys,
         var_keys=var_keys,
         group_by=group_by,
+        continuations=Continuations(positive) if has_repeat(positive) else None,
+        pattern=positive,
+        negated=negated,
+        crossings=crossings(q.pattern),
     )
     prep.local = {v: [] for v in var_types}
+    prep.negated_local = {v: [] for v in negated}
     for bc in bind_conditions(q, columns, fol):
-        if bc.kind == "local":
+        named = {bc.variable, bc.next_variable} & set(negated)
+        if named and bc.kind != "local":
+            raise fail(f"{min(named)} is negated (NOT {min(named)}): a predicate on adjacent events may "
+                       "not name it", bc.condition.span)
+        if bc.kind == "local" and bc.variable in negated:
+            prep.negated_local[bc.variable].append(bc)  # type: ignore[index]
+        elif bc.kind == "local":
             prep.local[bc.variable].append(bc)  # type: ignore[index]
         elif bc.kind == "constant":
             for v in var_types:
@@ -282,13 +309,17 @@ def _needed_columns(prep: _Prepared) -> dict[str, Any]:
 class _SubStream:
     """The events of one (window, partition, variable-key combination)."""
 
-    def __init__(self, prep: _Prepared, events: list[Event], plays: dict[Event, frozenset[str]]):
+    def __init__(self, prep: _Prepared, events: list[Event], plays: dict[Event, frozenset[str]],
+                 blockers: dict[str, list[Any]] | None = None):
         self.prep = prep
         self.events = events  # in time order
+        self.blockers = blockers or {}  # NOT N -> times of the partition's events that could play N
         self.times = [e.time for e in events]
         self.plays = plays  # event -> variables it may play here
         self._first_adjacent: dict[Pair, Any] = {}
         self._adjacent: dict[tuple[Pair, Pair], bool] = {}  # memo of adjacent_ok
+        self._first_extension: dict[tuple, Any] = {}
+        self.continuations = prep.continuations
 
     def adjacent_ok(self, prev: Pair, nxt: Pair) -> bool:
         """``nxt`` may follow ``prev`` under skip-till-any-match (times aside): ``V`` may
@@ -298,8 +329,16 @@ class _SubStream:
             conds = self.prep.adjacent.get((u, v), ())
             self._adjacent[(prev, nxt)] = v in self.prep.follow.get(u, ()) and all(
                 c.holds(ep.values, e.values) for c in conds
-            )
+            ) and not self.blocked(prev, nxt)
         return self._adjacent[(prev, nxt)]
+
+    def blocked(self, prev: Pair, nxt: Pair) -> bool:
+        """The pair crosses a ``NOT N`` with an event that could play ``N`` strictly between."""
+        for negated in self.prep.crossings.get((prev[1], nxt[1]), ()):
+            times = self.blockers.get(negated, [])
+            if bisect_left(times, nxt[0].time) > bisect_right(times, prev[0].time):
+                return True
+        return False
 
     def any_adjacent(self, prev: Pair, nxt: Pair) -> bool:
         """The pair is ANY-adjacent (SEMANTICS.md section 3)."""
@@ -315,6 +354,46 @@ class _SubStream:
                     break  # events are in time order
             self._first_adjacent[prev] = found
         return self._first_adjacent[prev]
+
+    def first_extension_time(self, prefix: Trend) -> Any:
+        """The earliest time of an event that can extend the partial trend ``prefix``
+        (SEMANTICS.md section 3: its variable may follow the prefix's whole variable word,
+        and the pair with the prefix's last event is ANY-adjacent times and predicates
+        aside from the pattern's follow sets); None if there is none."""
+        word = tuple(v for _, v in prefix)
+        key = (prefix[-1], word)
+        if key not in self._first_extension:
+            allowed = self.continuations.after(word)
+            ep, u = prefix[-1]
+            found = None
+            for e2 in self.events:
+                if e2.time <= ep.time:
+                    continue
+                if any(v2 in allowed and all(c.holds(ep.values, e2.values)
+                                             for c in self.prep.adjacent.get((u, v2), ()))
+                       and not self.blocked(prefix[-1], (e2, v2))
+                       for v2 in self.plays.get(e2, ())):
+                    found = e2.time
+                    break
+            self._first_extension[key] = found
+        return self._first_extension[key]
+
+    def trend_semantics_ok(self, trend: Trend) -> bool:
+        """Every consecutive pair of ``trend`` passes ``next``/``contiguous``, "can extend"
+        read from the whole prefix (patterns with bounded quantifiers)."""
+        for i in range(1, len(trend)):
+            earliest = self.first_extension_time(trend[:i])
+            if earliest is not None and earliest < trend[i][0].time:
+                return False
+            if not self._contiguous_ok(trend[i - 1], trend[i]):
+                return False
+        return True
+
+    def _contiguous_ok(self, prev: Pair, nxt: Pair) -> bool:
+        if self.prep.query.semantics is not Semantics.CONT:
+            return True
+        between = bisect_left(self.times, nxt[0].time) - bisect_right(self.times, prev[0].time)
+        return between == 0
 
     def semantics_ok(self, prev: Pair, nxt: Pair) -> bool:
         """The extra condition ``next``/``contiguous`` put on a consecutive pair."""
@@ -337,12 +416,16 @@ class _SubStream:
         for e in self.events:
             for v in self.plays.get(e, ()):
                 players[v].append(e)
-        if prune:
+        repeats = self.prep.continuations is not None
+        if prune and not repeats:
             pair_ok = lambda p, n: self.adjacent_ok(p, n) and self.semantics_ok(p, n)  # noqa: E731
         else:
             pair_ok = self.adjacent_ok
-        found = enumerate_trends(self.prep.query.pattern, players, lambda e: e.time, pair_ok, budget)
-        if not prune:  # the literal filter of SEMANTICS.md section 3
+        found = enumerate_trends(self.prep.pattern, players, lambda e: e.time, pair_ok, budget)
+        if repeats and self.prep.query.semantics is not Semantics.ANY:
+            # "Can extend" depends on the whole prefix: filter finished trends, literally.
+            found = {t for t in found if self.trend_semantics_ok(t)}
+        elif not prune:  # the literal filter of SEMANTICS.md section 3
             found = {t for t in found if all(self.semantics_ok(p, n) for p, n in zip(t, t[1:]))}
         return list(found)
 
@@ -384,10 +467,11 @@ def _run(
         raise QueryError(f"no type column {type_column!r} in the input (columns: {', '.join(schema.names)})")
     type_column = "type" if type_column is None else type_column
     has_type = type_column in columns
-    if not has_type and len(prep.pattern_types) > 1:
+    named_types = prep.pattern_types | frozenset(prep.negated.values())
+    if not has_type and len(named_types) > 1:
         raise QueryError(
             f"the input has no type column {type_column!r}, but the pattern names several event "
-            f"types ({', '.join(sorted(prep.pattern_types))}); pass type_column=... naming the "
+            f"types ({', '.join(sorted(named_types))}); pass type_column=... naming the "
             "column that holds each row's type",
             q.text,
             q.pattern.span,
@@ -408,7 +492,7 @@ def _run(
     # 1. Rows -> events.
     times, time_type = exact_times(table.column(time_column), time_column)
     types = table.column(type_column).to_pylist() if has_type else None
-    only_type = next(iter(prep.pattern_types))
+    only_type = next(iter(named_types))
     counters = {"rows_in": table.num_rows, "rows_null_time": 0, "rows_null_type": 0, "trends": 0}
     stream: list[Event] = []
     try:
@@ -504,7 +588,13 @@ def _substreams(
     """Every variable-key combination of one (window, partition), with its sub-stream.
 
     A combination maps each variable key ``(V, attr)`` to ``(key value, display value)``.
+    Blocking events of a ``NOT N`` are the (window, partition)'s events that could play
+    ``N``, whatever the variable keys (SEMANTICS.md section 8).
     """
+    blockers = {
+        n: [e.time for e in bucket if e.type == t and all(c.holds(e.values, None) for c in prep.negated_local[n])]
+        for n, t in prep.negated.items()
+    }
     options: list[dict[Any, Any]] = []
     for var, attr in prep.var_keys:
         seen: dict[Any, Any] = {}
@@ -526,5 +616,5 @@ def _substreams(
                 plays[e] = can
                 members.append(e)
             elif e.type not in prep.pattern_types:
-                members.append(e)  # irrelevant type: stays, breaks contiguity
-        yield combo, _SubStream(prep, members, plays)
+                members.append(e)  # irrelevant type (or one only under NOT): stays, breaks contiguity
+        yield combo, _SubStream(prep, members, plays, blockers)

@@ -46,8 +46,8 @@ def _fast(query: str, table: pa.Table) -> FastExecutor:
 
 def _roles(fast: FastExecutor, slots) -> set[tuple]:
     layout = fast.engine.layout
-    return {(layout.slots[i].role, layout.names[layout.slots[i].variable]
-             if layout.slots[i].variable is not None else None, layout.slots[i].attribute) for i in slots}
+    return {(layout.slots[i].role, layout.names[layout.slots[i].states[0]]
+             if layout.slots[i].states else None, layout.slots[i].attribute) for i in slots}
 
 
 def test_which_slots_only_feed_a_ratio() -> None:

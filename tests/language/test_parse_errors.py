@@ -48,12 +48,26 @@ CASES = [
     ("empty_seq", "RETURN COUNT(*)\nPATTERN SEQ(A, SEQ())", "empty SEQ()", 2, 16),
     ("missing_sub_pattern", "RETURN COUNT(*)\nPATTERN SEQ(A, , B)", "expected an event type, SEQ(...) or '(' in the pattern, found ','", 2, 16),
     ("missing_comma_in_seq", "RETURN COUNT(*)\nPATTERN SEQ(Stock A B)", "expected ',' or ')' in SEQ(...), found B", 2, 21),
-    # NOT is a keyword in patterns: read as an event type, the negation was silently lost.
-    ("negation", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT N, B)", "negated sub-patterns (NOT N, SEMANTICS.md section 8) are not supported yet", 2, 16),
-    ("negation_with_variable", "RETURN COUNT(*)\nPATTERN SEQ(Accept A, not Cancel C, Finish F)", "negated sub-patterns", 2, 23),
-    ("negation_alone", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT, B)", "negated sub-patterns", 2, 16),
-    ("bounded_quantifier", "RETURN COUNT(*)\nPATTERN SEQ(A{3,}, B)", "bounded quantifiers P{n}, P{n,}, P{n,m} (SEMANTICS.md section 9) are not supported yet", 2, 14),
-    ("bounded_quantifier_after_kleene", "RETURN COUNT(*)\nPATTERN (SEQ(A, B))+{2}", "bounded quantifiers", 2, 21),
+    # NOT N (SEMANTICS.md section 8): a keyword, between two parts of a SEQ that match events.
+    ("negation_at_start", "RETURN COUNT(*)\nPATTERN SEQ(NOT N, A, B)", "NOT N stands at the start of its SEQ; it must stand between two parts of the SEQ", 2, 13),
+    ("negation_at_end", "RETURN COUNT(*)\nPATTERN SEQ(Accept A, not Cancel C)", "NOT Cancel C stands at the end of its SEQ", 2, 23),
+    ("negation_alone", "RETURN COUNT(*)\nPATTERN NOT N", "NOT N must stand between two parts of a SEQ, as in SEQ(A, NOT N, B)", 2, 9),
+    ("negation_in_alternation", "RETURN COUNT(*)\nPATTERN SEQ(A, (NOT N | B), C)", "NOT N must stand between two parts of a SEQ", 2, 17),
+    ("negation_next_to_negation", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT N, NOT M, B)", "NOT N is next to another negation", 2, 16),
+    ("negation_after_optional", "RETURN COUNT(*)\nPATTERN SEQ(A?, NOT N, B)", "the part before NOT N can match nothing", 2, 17),
+    ("negation_before_zero_repetitions", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT N, B{0,2})", "the part after NOT N can match nothing", 2, 16),
+    ("negation_quantified", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT N+, B)", "NOT N takes no quantifier", 2, 21),
+    ("negation_of_a_sub_pattern", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT SEQ(B, C), D)", "NOT takes one event type and an optional variable (NOT N, NOT Cancel X), found SEQ", 2, 20),
+    ("negation_without_type", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT, B)", "NOT takes one event type and an optional variable", 2, 19),
+    ("negated_variable_reused", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT A, B)", "variable A appears twice in the pattern", 2, 20),
+    # Bounded quantifiers (SEMANTICS.md section 9)
+    ("quantifier_most_below_least", "RETURN COUNT(*)\nPATTERN SEQ(A{3,2}, B)", "quantifier {3,2}: its most (2) is below its least (3)", 2, 14),
+    ("quantifier_of_zero", "RETURN COUNT(*)\nPATTERN SEQ(A, B{0})", "a quantifier of at most 0 repetitions matches nothing", 2, 17),
+    ("quantifier_not_a_number", "RETURN COUNT(*)\nPATTERN A{n,3}", "expected a whole number in the quantifier, found n", 2, 11),
+    ("quantifier_fraction", "RETURN COUNT(*)\nPATTERN A{1.5}", "expected a whole number in the quantifier, found '1.5'", 2, 11),
+    ("quantifier_empty", "RETURN COUNT(*)\nPATTERN A{}", "expected a whole number in the quantifier, found '}'", 2, 11),
+    ("quantifier_unclosed", "RETURN COUNT(*)\nPATTERN SEQ(A{2 B)", "expected '}' to close the quantifier, found B", 2, 17),
+    ("quantifier_too_large", "RETURN COUNT(*)\nPATTERN A{2,100}", "100 repetitions: cogra evaluates quantifiers up to 64", 2, 13),
     # -- SEMANTICS
     ("unknown_semantics", "RETURN COUNT(*)\nPATTERN A\nSEMANTICS skip-till-every-match", "unknown semantics skip-till-every-match", 3, 11),
     # -- WHERE

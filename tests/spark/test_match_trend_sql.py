@@ -116,6 +116,37 @@ def test_report_queries_equal_evaluate(spark, example):
     assert actual(df) == expected(example.query, table)
 
 
+EXTENDED = [  # SEMANTICS.md sections 8 and 9
+    # q3 with bounded quantifiers: keys and a predicate on adjacent events over repetitions.
+    """RETURN sector, A.company, B.company, COUNT(*), SUM(A.price), AVG(B.price)
+       PATTERN SEQ(Stock A{2,}, Stock B{1,3})
+       WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price
+       GROUP-BY sector, A.company, B.company
+       WITHIN 10 minutes SLIDE 1 minute""",
+    """RETURN sector, COUNT(*), MIN(A.price) PATTERN (SEQ(Stock A, Stock B)){2,3}
+       SEMANTICS next GROUP-BY sector WITHIN 5 minutes""",
+    """RETURN sector, COUNT(*), MAX(A.price) PATTERN Stock A{3}
+       SEMANTICS contiguous WHERE A.price < NEXT(A).price GROUP-BY sector""",
+    # A price over 100 twice with no drop under 50 between, per sector.
+    """RETURN sector, COUNT(*), AVG(B.price) PATTERN SEQ(Stock A, NOT Stock N, Stock B)
+       WHERE A.price > 100 AND B.price > 100 AND N.price < 50
+       GROUP-BY sector WITHIN 5 minutes SLIDE 1 minute""",
+    """RETURN sector, COUNT(*) PATTERN (SEQ(Stock A, NOT Stock N, Stock B))+ SEMANTICS next
+       WHERE [company] AND N.price < 80 GROUP-BY sector""",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query", EXTENDED, ids=["repeat-keys-any", "repeat-seq-next", "repeat-exact-contiguous",
+                                                  "not-sliding", "not-kleene-next"])
+def test_quantifiers_and_negation_equal_evaluate(spark, query):
+    table = stock_table(20_000, seed=5)
+    spark.createDataFrame(table).createOrReplaceTempView("stock_quantified")
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock_quantified), {sql_literal(query)})")
+    got = actual(df)
+    assert got and got == expected(query, table, on_overflow="null")
+
+
 @pytest.mark.spark
 def test_named_arguments_and_renamed_columns(spark, stock):
     renamed = stock.rename_columns(["kind_of_event" if c == "type" else "ts" if c == "time" else c

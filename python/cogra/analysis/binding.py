@@ -21,7 +21,7 @@ from functools import cached_property
 import pyarrow as pa
 import sqlglot.expressions as exp
 
-from cogra.analysis.automaton import Automaton, build_automaton
+from cogra.analysis.automaton import AmbiguousNegation, Automaton, TooManyPositions, build_automaton
 from cogra.analysis.expressions import (
     BOOLEAN,
     NUMBER,
@@ -38,8 +38,10 @@ from cogra.language.ast import (
     Aggregate,
     AttrRef,
     Condition,
+    Not,
     Query,
     Span,
+    negations,
 )
 
 
@@ -55,6 +57,26 @@ class AdjacentPredicate:
     source: Condition
 
 
+NEGATION_COLUMN = "__cogra_not_{k}_{side}"
+"""Per negation ``k``, two derived per-row counts of its blocking events in the row's
+partition (plain keys): ``..._lo`` up to and including the row's time, ``..._hi`` strictly
+before it.  A step ``(e_p, e)`` that crosses the negation is adjacent only when
+``e_p.lo = e.hi``: no blocking event lies strictly between them."""
+
+
+@dataclass(frozen=True)
+class BoundNegation:
+    """``NOT N`` bound: which events block (type and local predicates), and the derived
+    columns its guarded steps compare (:data:`NEGATION_COLUMN`)."""
+
+    variable: str
+    event_type: str
+    local: tuple[exp.Expression, ...]
+    source: Not
+    lo: str
+    hi: str
+
+
 @dataclass(frozen=True)
 class BoundQuery:
     query: Query
@@ -65,12 +87,16 @@ class BoundQuery:
     time_column: str
     time_type: pa.DataType
     local: tuple[tuple[exp.Expression, ...], ...]
-    """Per variable: bound local predicates (role ``cur``)."""
+    """Per automaton state: its variable's bound local predicates (role ``cur``)."""
     adjacent: tuple[AdjacentPredicate, ...]
     plain_keys: tuple[str, ...]
     """Attributes every event of a sub-stream shares (plain GROUP-BY and ``[attr]``)."""
     var_keys: tuple[tuple[str, ...], ...]
-    """Per variable: attributes all events playing it share (``V.attr`` keys)."""
+    """Per automaton state: attributes all events playing its variable share (``V.attr``
+    keys; every state of a repeated variable has its variable's keys, and one sub-stream
+    gives all of them one value)."""
+    negations: tuple[BoundNegation, ...] = ()
+    """The pattern's ``NOT N``; their guarded steps are predicates in :attr:`adjacent`."""
 
     def pair_predicates(self, u: int, v: int) -> tuple[AdjacentPredicate, ...]:
         return tuple(p for p in self.adjacent if p.prev == u and p.next == v)
@@ -86,6 +112,14 @@ class BoundQuery:
 
     # (cached: a Spark worker evaluates one bound query per slice and chunk, and the
     # engine asks these on every call -- sqlglot walks of every condition.)
+    @cached_property
+    def keyed_states(self) -> tuple[int, ...]:
+        """Per variable with variable keys, its first state: a sub-stream gives all states
+        of one variable the same key values, so they split the stream as one."""
+        a = self.automaton
+        return tuple(v for v in range(len(a.names))
+                     if self.var_keys[v] and a.states_of(a.state_variables[v])[0] == v)
+
     @cached_property
     def kept_variables(self) -> frozenset[int]:
         """Variables whose events a predicate on adjacent events reads later (event-grained)."""
@@ -111,15 +145,27 @@ class BoundQuery:
                     cols[c.name] = None
         for p in self.adjacent:
             for c in p.expression.find_all(exp.Column):
-                cols[c.name] = None
+                if c.name not in self.derived_columns:
+                    cols[c.name] = None
+        for n in self.negations:
+            for e in n.local:
+                for c in e.find_all(exp.Column):
+                    cols[c.name] = None
         return tuple(cols)
 
     @cached_property
+    def derived_columns(self) -> frozenset[str]:
+        """Columns the engine derives (the negations' blocker counts), not in the input."""
+        return frozenset(name for n in self.negations for name in (n.lo, n.hi))
+
+    @cached_property
     def predicate_columns(self) -> tuple[str, ...]:
-        """The columns the local and adjacent predicates read, sorted."""
+        """The input columns the local, adjacent and negated-variable predicates read, sorted."""
         return tuple(sorted(
             {c.name for exprs in self.local for e in exprs for c in e.find_all(exp.Column)}
-            | {c.name for p in self.adjacent for c in p.expression.find_all(exp.Column)}
+            | {c.name for p in self.adjacent for c in p.expression.find_all(exp.Column)
+               if c.name not in self.derived_columns}
+            | {c.name for n in self.negations for e in n.local for c in e.find_all(exp.Column)}
         ))
 
 
@@ -154,18 +200,31 @@ def bind(
 
 
 MAX_VARIABLES = 64
-"""The kernels keep a sub-stream's variables as the bits of one int64 word."""
+"""The kernels keep the automaton states an event plays in a sub-stream as the bits of
+one int64 word (a state per variable, or per repetition of a repeated one)."""
 
 
 class _Binder:
     def __init__(self, query: Query, schema: pa.Schema):
         self.q = query
         self.schema = schema
-        self.automaton = build_automaton(query.pattern)
+        try:
+            self.automaton = build_automaton(query.pattern)
+        except AmbiguousNegation as ambiguous:
+            node = negations(query.pattern)[ambiguous.args[0]]
+            raise self.error(f"{node.text} is ambiguous under the repetition around it: one step of a "
+                             "trend crosses it in one reading of the pattern and not in another; "
+                             "write the repetitions out", node.span)
+        except TooManyPositions:
+            raise self.error(f"the pattern's repetitions unroll to more than {MAX_VARIABLES} automaton "
+                             f"states; cogra evaluates patterns of at most {MAX_VARIABLES}", query.pattern.span)
         self.names = self.automaton.names
+        self.negated = {v.name: v for v in self.automaton.negated}
         if len(self.names) > MAX_VARIABLES:
-            raise self.error(f"the pattern binds {len(self.names)} variables; cogra evaluates "
-                             f"patterns of at most {MAX_VARIABLES}", query.pattern.span)
+            what = (f"needs {len(self.names)} automaton states (a state per repetition)"
+                    if self.automaton.repeated else f"binds {len(self.names)} variables")
+            raise self.error(f"the pattern {what}; cogra evaluates patterns of at most {MAX_VARIABLES}",
+                             query.pattern.span)
 
     # -- helpers -----------------------------------------------------------
     def error(self, message: str, span: Span | None) -> QueryError:
@@ -178,10 +237,17 @@ class _Binder:
             raise self.error(f"no {what} {name!r} in the input (its columns are: {cols})", span)
         return self.schema.field(idx).type
 
-    def var_index(self, name: str, span: Span) -> int:
-        if name not in self.names:
-            raise self.error(f"unknown variable {name} (the pattern binds {', '.join(self.names)})", span)
-        return self.names.index(name)
+    def var_states(self, name: str, span: Span) -> tuple[int, ...]:
+        """The automaton states that bind variable ``name`` (several where it is repeated)."""
+        states = self.automaton.states_of(name)
+        if not states and name in self.negated:
+            raise self.error(f"{name} is negated (NOT {name}): its events are in no trend, so only a "
+                             f"local predicate on {name} alone (deciding which events block) may name it",
+                             span)
+        if not states:
+            raise self.error(f"unknown variable {name} (the pattern binds "
+                             f"{', '.join(self.automaton.variables)})", span)
+        return states
 
     # -- the passes ----------------------------------------------------------
     def bind(self, type_column: str | None, time_column: str) -> BoundQuery:
@@ -189,7 +255,12 @@ class _Binder:
         type_col = self._type(type_column)
         plain_keys, var_keys = self._keys()
         self._aggregates()
-        local, adjacent = self._conditions()
+        local, adjacent, negated_local = self._conditions()
+        bound_negations = tuple(
+            BoundNegation(n.var.name, n.var.event_type, tuple(negated_local[n.var.name]), n,
+                          NEGATION_COLUMN.format(k=k, side="lo"), NEGATION_COLUMN.format(k=k, side="hi"))
+            for k, n in enumerate(negations(self.q.pattern)))
+        adjacent += tuple(self._guards(bound_negations))
         return BoundQuery(
             query=self.q,
             schema=self.schema,
@@ -201,7 +272,18 @@ class _Binder:
             adjacent=adjacent,
             plain_keys=plain_keys,
             var_keys=var_keys,
+            negations=bound_negations,
         )
+
+    def _guards(self, bound: tuple[BoundNegation, ...]) -> list[AdjacentPredicate]:
+        """Each step that crosses a negation, as a predicate on adjacent events:
+        ``e_p.lo = e.hi`` -- no blocking event strictly between them."""
+        out = []
+        for u, v, k in self.automaton.guards:
+            n = bound[k]
+            expr = exp.EQ(this=exp.column(n.lo, table=ROLE_CUR), expression=exp.column(n.hi, table=ROLE_NEXT))
+            out.append(AdjacentPredicate(u, v, expr, True, n.source))  # type: ignore[arg-type]
+        return out
 
     def _time(self, time_column: str) -> pa.DataType:
         idx = self.schema.get_field_index(time_column)
@@ -254,15 +336,16 @@ class _Binder:
             if ref.variable is None:
                 plain[ref.name] = None
                 continue
-            v = self.var_index(ref.variable, ref.span)
-            if not self.automaton.mandatory(v):
+            states = self.var_states(ref.variable, ref.span)
+            if not self.automaton.mandatory_variable(ref.variable):
                 raise self.error(
                     f"{ref.text} needs {ref.variable} in every trend, but some trends of the "
                     f"pattern have no {ref.variable}; group or partition by a variable that "
                     "every trend contains",
                     ref.span,
                 )
-            per_var[v][ref.name] = None
+            for v in states:
+                per_var[v][ref.name] = None
         return tuple(plain), tuple(tuple(d) for d in per_var)
 
     def _aggregates(self) -> None:
@@ -273,7 +356,7 @@ class _Binder:
                 continue
             assert isinstance(agg, Aggregate)
             if agg.variable is not None:
-                self.var_index(agg.variable, agg.span)
+                self.var_states(agg.variable, agg.span)
             if agg.attribute is None:
                 continue
             t = self.column(agg.attribute, agg.span, "attribute")
@@ -283,15 +366,29 @@ class _Binder:
             if agg.func in (AggFunc.MIN, AggFunc.MAX) and kind not in (NUMBER, STRING, TEMPORAL, BOOLEAN):
                 raise self.error(f"{agg.text} needs an orderable attribute, but {agg.attribute} is {t}", agg.span)
 
-    def _conditions(self) -> tuple[tuple[tuple[exp.Expression, ...], ...], tuple[AdjacentPredicate, ...]]:
+    def _conditions(self) -> tuple[tuple[tuple[exp.Expression, ...], ...], tuple[AdjacentPredicate, ...],
+                                   dict[str, list[exp.Expression]]]:
         local: list[list[exp.Expression]] = [[] for _ in self.names]
         adjacent: list[AdjacentPredicate] = []
+        negated_local: dict[str, list[exp.Expression]] = {name: [] for name in self.negated}
         for cond in self.q.conditions:
             plain = sorted(cond.variables)
             nexts = sorted(cond.next_variables)
+            named = [r for r in cond.references if r.variable in self.negated]
+            if named and (nexts or len(plain) > 1):
+                r = named[0]
+                raise self.error(f"{r.variable} is negated (NOT {r.variable}): its events are in no trend, so "
+                                 "a predicate on adjacent events may not name it; a local predicate on "
+                                 f"{r.variable} alone decides which events block", r.span)
+            if named:
+                for r in cond.references:
+                    if r.variable is not None:
+                        self.column(r.attribute, r.span, "attribute")
+                negated_local[plain[0]].append(self._bind_expression(cond, plain[0]))
+                continue
             for r in cond.references:
                 if r.variable is not None:
-                    self.var_index(r.variable, r.span)
+                    self.var_states(r.variable, r.span)
                     self.column(r.attribute, r.span, "attribute")
             if len(nexts) > 1:
                 raise self.error(
@@ -307,26 +404,28 @@ class _Binder:
             expr = self._bind_expression(cond, owner)
             if not nexts:
                 # A condition on no variable (``1 = 0``) must hold for every event of a trend.
-                targets = range(len(self.names)) if owner is None else [self.names.index(owner)]
+                targets = range(len(self.names)) if owner is None else self.automaton.states_of(owner)
                 for i in targets:
                     local[i].append(expr)
                 continue
-            v = self.names.index(nexts[0])
+            nexts_states = self.automaton.states_of(nexts[0])
+            pred = self.automaton.pred
             if owner is None:
-                preds = self.automaton.pred[v]
-                if not preds:
+                pairs = [(u, v) for v in nexts_states for u in sorted(pred[v])]
+                if not pairs:
                     raise self.error(f"NEXT({nexts[0]}): no variable ever precedes {nexts[0]} in the pattern", cond.span)
-                adjacent += [AdjacentPredicate(u, v, expr, False, cond) for u in sorted(preds)]
+                adjacent += [AdjacentPredicate(u, v, expr, False, cond) for u, v in pairs]
                 continue
-            u = self.names.index(owner)
-            if u not in self.automaton.pred[v]:
+            owners = set(self.automaton.states_of(owner))
+            pairs = [(u, v) for v in nexts_states for u in sorted(pred[v]) if u in owners]
+            if not pairs:
                 raise self.error(
                     f"{nexts[0]} never comes right after {owner} in the pattern, so this "
                     f"predicate on adjacent events ({owner}, NEXT({nexts[0]})) can never apply",
                     cond.span,
                 )
-            adjacent.append(AdjacentPredicate(u, v, expr, True, cond))
-        return tuple(tuple(x) for x in local), tuple(adjacent)
+            adjacent += [AdjacentPredicate(u, v, expr, True, cond) for u, v in pairs]
+        return tuple(tuple(x) for x in local), tuple(adjacent), negated_local
 
     def _bind_expression(self, cond: Condition, owner: str | None) -> exp.Expression:
         """Resolve bare identifiers (attribute or string), type-check, rewrite to roles."""

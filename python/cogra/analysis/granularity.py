@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from cogra.analysis.binding import BoundQuery
-from cogra.language.ast import Semantics
+from cogra.language.ast import Not, Semantics
 
 
 class Executor(str, Enum):
@@ -54,8 +54,11 @@ def select(bound: BoundQuery) -> tuple[Executor, tuple[VariableGranularity, ...]
     out = []
     for i, name in enumerate(names):
         if i in kept:
-            readers = [p.source.text for p in bound.adjacent if p.prev == i and p.uses_prev]
-            why = f"{'; '.join(readers)} reads {name}'s attributes when a later event arrives"
+            sources = list({id(p.source): p.source for p in bound.adjacent if p.prev == i and p.uses_prev}.values())
+            readers = "; ".join(source.text for source in sources)
+            why = f"{readers} reads {name}'s attributes when a later event arrives"
+            if all(isinstance(source, Not) for source in sources):
+                why = f"{readers}: a later event checks for blocking events since each {name} event"
             if executor is Executor.CONTIGUOUS and not any(bound.var_keys):
                 # Engine.contiguous_pair_ok_bits: the predecessor is a fact of the stream.
                 why += " (at run time, decided per event if no predecessor timestamp holds two events)"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from cogra.analysis.binding import BoundQuery
 from cogra.analysis.granularity import Executor, VariableGranularity, select
+from cogra.language.ast import Not
 
 
 @dataclass(frozen=True)
@@ -30,32 +31,41 @@ class Plan:
             f"semantics  {q.semantics.value}",
             f"executor   {self.executor.value}",
             "",
-            "automaton (one position per variable)",
+            "automaton (a state per repetition: bounded quantifiers, determinized)" if a.repeated
+            else "automaton (one position per variable)",
         ]
         for i, name in enumerate(names):
             marks = ("start " if i in a.start else "      ") + ("final" if i in a.final else "     ")
-            lines.append(f"  {name:<8} {a.event_types[i]:<12} {marks}  predTypes = {fmt(a.pred[i])}")
+            binds = f"   binds {a.state_variables[i]}" if a.repeated and name != a.state_variables[i] else ""
+            lines.append(f"  {name:<8} {a.event_types[i]:<12} {marks}  predTypes = {fmt(a.pred[i])}{binds}")
         lines.append("")
         lines.append("predicates")
         for e in q.equivalences:
             lines.append(f"  equivalence  [{e.attribute.text}]")
-        for i, exprs in enumerate(b.local):
+        for variable in a.variables:
             for c in q.conditions:
-                if c.variables == {names[i]} and not c.next_variables:
-                    lines.append(f"  local        {c.text}   filters {names[i]}")
+                if c.variables == {variable} and not c.next_variables:
+                    lines.append(f"  local        {c.text}   filters {variable}")
+        for n in b.negations:
+            for c in q.conditions:
+                if c.variables == {n.variable}:
+                    lines.append(f"  local        {c.text}   decides which {n.variable} events block")
         seen = set()
         for p in b.adjacent:
             if id(p.source) in seen:
                 continue
             seen.add(id(p.source))
             pairs = [f"({names[x.prev]}, {names[x.next]})" for x in b.adjacent if x.source is p.source]
-            lines.append(f"  adjacent     {p.source.text}   on {', '.join(pairs)}")
+            if isinstance(p.source, Not):
+                lines.append(f"  negation     {p.source.text}   guards {', '.join(pairs)}: no blocking event between")
+            else:
+                lines.append(f"  adjacent     {p.source.text}   on {', '.join(pairs)}")
         if not q.where:
             lines.append("  (none)")
         lines.append("")
         lines.append("sub-streams")
         lines.append(f"  partition by   {', '.join(b.plain_keys) or '(nothing: one stream)'}")
-        vkeys = [f"{names[i]}.{k}" for i, ks in enumerate(b.var_keys) for k in ks]
+        vkeys = list(dict.fromkeys(f"{a.state_variables[i]}.{k}" for i, ks in enumerate(b.var_keys) for k in ks))
         if vkeys:
             lines.append(f"  variable keys  {', '.join(vkeys)}")
         if q.window:

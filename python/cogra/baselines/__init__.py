@@ -240,6 +240,9 @@ def prepare(query: Any, events: Any, *, type_column: str | None, time_column: st
     bound = bind(q, table.schema, type_column=type_column, time_column=time_column)
     if q.semantics is not Semantics.ANY:
         raise NotSupported(f"{who} supports skip-till-any-match only, not {q.semantics.value}")
+    if bound.automaton.repeated or bound.negations:
+        raise NotSupported(f"{who} supports neither bounded quantifiers nor NOT (the report's Kleene "
+                           "patterns only)")
     slots = _build_slots(bound, who)
     time_type = bound.time_type
     if pa.types.is_date(time_type):

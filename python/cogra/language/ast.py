@@ -85,18 +85,82 @@ class Alt:
     span: Span
 
 
-Pattern = Union[Var, Seq, Plus, Star, Opt, Alt]
+@dataclass(frozen=True)
+class Not:
+    """``NOT N`` / ``NOT Cancel X``: a negated event between two parts of a SEQ
+    (SEMANTICS.md section 8).  Its variable is in no trend: a pair of trend events that
+    crosses it is not adjacent when an event that could play it lies strictly between."""
+
+    var: Var
+    span: Span
+
+    @property
+    def text(self) -> str:
+        v = self.var
+        return f"NOT {v.event_type}" if v.event_type == v.name else f"NOT {v.event_type} {v.name}"
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """Bounded quantifier ``P{low}``, ``P{low,}``, ``P{low,high}`` (SEMANTICS.md section 9).
+
+    ``high`` is None for ``P{low,}``; ``P{n}`` has ``low == high``.  Every repetition
+    binds the same variables: a trend is still a sequence of ``(event, variable)`` pairs,
+    so two parses that differ only in which repetition an event filled are one trend.
+    """
+
+    inner: "Pattern"
+    low: int
+    high: int | None
+    span: Span
+
+    @property
+    def suffix(self) -> str:
+        if self.high is None:
+            return f"{{{self.low},}}"
+        return f"{{{self.low}}}" if self.low == self.high else f"{{{self.low},{self.high}}}"
+
+
+Pattern = Union[Var, Seq, Plus, Star, Opt, Alt, Repeat, Not]
+
+
+def has_repeat(pattern: Pattern) -> bool:
+    """Whether a bounded quantifier occurs anywhere in ``pattern``."""
+    if isinstance(pattern, Repeat):
+        return True
+    if isinstance(pattern, (Var, Not)):
+        return False
+    if isinstance(pattern, Seq):
+        return any(has_repeat(i) for i in pattern.items)
+    if isinstance(pattern, Alt):
+        return any(has_repeat(o) for o in pattern.options)
+    return has_repeat(pattern.inner)
 
 
 def pattern_variables(pattern: Pattern) -> tuple[Var, ...]:
-    """The pattern's variables in the order they are written."""
+    """The pattern's variables in the order they are written, negated ones (``NOT N``) aside."""
     if isinstance(pattern, Var):
         return (pattern,)
+    if isinstance(pattern, Not):
+        return ()
     if isinstance(pattern, (Seq,)):
         return tuple(v for item in pattern.items for v in pattern_variables(item))
     if isinstance(pattern, Alt):
         return tuple(v for item in pattern.options for v in pattern_variables(item))
     return pattern_variables(pattern.inner)
+
+
+def negations(pattern: Pattern) -> tuple[Not, ...]:
+    """The pattern's negated events ``NOT N``, in the order they are written."""
+    if isinstance(pattern, Not):
+        return (pattern,)
+    if isinstance(pattern, Var):
+        return ()
+    if isinstance(pattern, Seq):
+        return tuple(n for item in pattern.items for n in negations(item))
+    if isinstance(pattern, Alt):
+        return tuple(n for item in pattern.options for n in negations(item))
+    return negations(pattern.inner)
 
 
 # ---------------------------------------------------------------------------
@@ -285,10 +349,16 @@ class Query:
         return pattern_variables(self.pattern)
 
     @property
+    def negated(self) -> tuple[Var, ...]:
+        """The negated variables (``NOT N``), in the order they are written."""
+        return tuple(n.var for n in negations(self.pattern))
+
+    @property
     def event_types(self) -> tuple[str, ...]:
-        """Distinct event types named by the pattern, in order of first appearance."""
+        """Distinct event types named by the pattern, negated ones included, in order of
+        first appearance."""
         seen: dict[str, None] = {}
-        for v in self.variables:
+        for v in self.variables + self.negated:
             seen.setdefault(v.event_type, None)
         return tuple(seen)
 

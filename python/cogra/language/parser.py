@@ -53,7 +53,9 @@ from cogra.language.ast import (
     Opt,
     Pattern,
     Plus,
+    Not,
     Query,
+    Repeat,
     ReturnItem,
     Semantics,
     Seq,
@@ -61,6 +63,7 @@ from cogra.language.ast import (
     Star,
     Var,
     Window,
+    negations,
     pattern_variables,
 )
 from cogra.language.limits import MAX_CONDITION_TOKENS, with_recursion_room
@@ -82,6 +85,9 @@ _SEMANTICS = {
 }
 
 _POSTFIX = {"+": Plus, "*": Star, "?": Opt}
+MAX_REPEAT = 64
+"""The largest count a bounded quantifier may name: each repetition of a variable is a
+state of the automaton, and the engine keeps at most 64 (analysis.binding.MAX_VARIABLES)."""
 
 _NOT_AN_ATTRIBUTE = "is not an attribute: write V.attr, NEXT(V).attr or attr"
 _ITEM_HELP = "an attribute, COUNT(*), COUNT(V) or MIN|MAX|SUM|AVG(V.attr)"
@@ -354,7 +360,44 @@ class _Parser:
         first = self.peek()
         pattern = self.alternation()
         self.bind_variables(pattern, self.span(first.start, self.at(self.pos - 1).end))
+        self.check_negations(pattern)
         return pattern
+
+    def check_negations(self, pattern: Pattern) -> None:
+        """``NOT N`` stands between two parts of a SEQ that cannot match nothing (SEMANTICS.md
+        section 8): elsewhere there is no pair of trend events for it to block."""
+        allowed = set()
+
+        def walk(p: Pattern) -> None:
+            if isinstance(p, Seq):
+                for i, item in enumerate(p.items):
+                    if not isinstance(item, Not):
+                        continue
+                    before = p.items[i - 1] if i > 0 else None
+                    after = p.items[i + 1] if i + 1 < len(p.items) else None
+                    for side, part in (("before", before), ("after", after)):
+                        if part is None:
+                            where = "at the start" if side == "before" else "at the end"
+                            raise self.error(f"{item.text} stands {where} of its SEQ; it must stand between "
+                                             "two parts of the SEQ, as in SEQ(A, NOT N, B)", item.span)
+                        if isinstance(part, Not):
+                            raise self.error(f"{item.text} is next to another negation; write one NOT "
+                                             "between two parts of the SEQ", item.span)
+                        if _matches_nothing(part):
+                            raise self.error(f"the part {side} {item.text} can match nothing, so it would "
+                                             "not always have events to guard; the parts right before and "
+                                             "after a NOT must each match at least one event", item.span)
+                    allowed.add(id(item))
+            if isinstance(p, (Var, Not)):
+                return
+            for part in (p.items if isinstance(p, Seq) else p.options if isinstance(p, Alt) else (p.inner,)):
+                walk(part)
+
+        walk(pattern)
+        for n in negations(pattern):
+            if id(n) not in allowed:
+                raise self.error(f"{n.text} must stand between two parts of a SEQ, as in SEQ(A, NOT N, B)",
+                                 n.span)
 
     def alternation(self) -> Pattern:
         options = [self.postfix()]
@@ -368,16 +411,51 @@ class _Parser:
     def postfix(self) -> Pattern:
         first = self.peek()
         node = self.primary()
-        while self.peek().is_punct("+*?"):
+        if isinstance(node, Not) and self.peek().is_punct("+*?{"):
+            raise self.error(f"{node.text} takes no quantifier: a negated event is in no trend, it only "
+                             "blocks the pairs that cross it", self.peek().span)
+        while self.peek().is_punct("+*?{"):
+            if self.peek().is_punct("{"):
+                node = self.bounded(node, first)
+                continue
             op = self.advance()
             node = _POSTFIX[op.text](node, self.span(first.start, op.end))
-        if self.peek().is_punct("{"):
-            brace = self.peek()
-            raise self.error("bounded quantifiers P{n}, P{n,}, P{n,m} (SEMANTICS.md section 9) are not "
-                             "supported yet; repetitions can be written out with a variable each, e.g. "
-                             "SEQ(A A1, A A2, A A3+) for A{3,}",
-                             brace.span)
         return node
+
+    def bounded(self, inner: Pattern, first: Token) -> Repeat:
+        """``{n}``, ``{n,}`` or ``{n,m}`` after a sub-pattern (SEMANTICS.md section 9)."""
+        brace = self.advance()
+        usage = "write P{n}, P{n,} or P{n,m} with whole numbers 0 <= n <= m, m >= 1"
+
+        def count() -> int:
+            tok = self.peek()
+            if tok.kind is not Kind.NUMBER or not tok.text.isdigit():
+                raise self.error(f"expected a whole number in the quantifier, found {tok.describe()}; {usage}",
+                                 tok.span)
+            self.advance()
+            value = int(tok.text)
+            if value > MAX_REPEAT:
+                raise self.error(f"{value} repetitions: cogra evaluates quantifiers up to {MAX_REPEAT} (each "
+                                 "repetition is a state of the automaton, at most 64)", tok.span)
+            return value
+
+        low = count()
+        high: int | None = low
+        if self.peek().is_punct(","):
+            self.advance()
+            high = None if self.peek().is_punct("}") else count()
+        close = self.peek()
+        if not close.is_punct("}"):
+            raise self.error(f"expected '}}' to close the quantifier, found {close.describe()}; {usage}", close.span)
+        self.advance()
+        span = self.span(first.start, close.end)
+        if high is not None and high < low:
+            raise self.error(f"quantifier {{{low},{high}}}: its most ({high}) is below its least ({low}); "
+                             f"{usage}", self.span(brace.start, close.end))
+        if high == 0:
+            raise self.error("a quantifier of at most 0 repetitions matches nothing; " + usage,
+                             self.span(brace.start, close.end))
+        return Repeat(inner, low, high, span)
 
     def primary(self) -> Pattern:
         tok = self.peek()
@@ -390,15 +468,15 @@ class _Parser:
             if tok.text.upper() == "SEQ" and self.peek(1).is_punct("("):
                 return self.seq()
             if tok.text.upper() == "NOT":
-                # NOT is a keyword in patterns (SEMANTICS.md section 8), not an event type: read
-                # as a type, SEQ(A, NOT N, B) silently lost its negation.
-                end = tok
-                for ahead in (1, 2):
-                    if self.peek(ahead).kind is not Kind.IDENT or self.clause_at(self.pos + ahead) is not None:
-                        break
-                    end = self.peek(ahead)
-                raise self.error("negated sub-patterns (NOT N, SEMANTICS.md section 8) are not supported "
-                                 "yet", self.span(tok.start, end.end))
+                # NOT is a keyword in patterns (SEMANTICS.md section 8), never an event type.
+                self.advance()
+                inner = self.peek()
+                if inner.kind is not Kind.IDENT or self.clause_at() is not None or inner.text.upper() in ("SEQ", "NOT"):
+                    raise self.error(f"NOT takes one event type and an optional variable (NOT N, NOT Cancel "
+                                     f"X), found {inner.describe()}", inner.span)
+                var = self.primary()
+                assert isinstance(var, Var)
+                return Not(var, self.span(tok.start, var.span.end))
             type_tok = var_tok = self.advance()
             if self.peek().kind is Kind.IDENT and self.clause_at() is None:
                 var_tok = self.advance()
@@ -422,7 +500,7 @@ class _Parser:
 
     def bind_variables(self, pattern: Pattern, pattern_span: Span) -> None:
         """Record the variables; a name used twice is an error with a rewritten pattern as a hint."""
-        variables = pattern_variables(pattern)
+        variables = pattern_variables(pattern) + tuple(n.var for n in negations(pattern))
         for var in variables:
             first = self.variables.setdefault(var.name, var)
             if first is var:
@@ -893,7 +971,28 @@ def _ref_text(ref: ColumnRef) -> str:
     return f"{ref.variable}.{ref.attribute}" if ref.variable else ref.attribute
 
 
+def _matches_nothing(p: Pattern) -> bool:
+    """Whether the sub-pattern also matches the empty word (``P?``, ``P*``, ``P{0,m}``)."""
+    if isinstance(p, Var):
+        return False
+    if isinstance(p, Not):
+        return True
+    if isinstance(p, Seq):
+        return all(_matches_nothing(i) for i in p.items)
+    if isinstance(p, Alt):
+        return any(_matches_nothing(o) for o in p.options)
+    if isinstance(p, (Star, Opt)):
+        return True
+    if isinstance(p, Repeat) and p.low == 0:
+        return True
+    return _matches_nothing(p.inner)
+
+
 def _dump_pattern(node: Pattern, indent: str, out: Callable[[str], None]) -> None:
+    if isinstance(node, Not):
+        out(f"{indent}not {_at(node.span)}")
+        _dump_pattern(node.var, indent + "  ", out)
+        return
     if isinstance(node, Var):
         out(f"{indent}var {node.name}: {node.event_type} {_at(node.span)}")
         return
@@ -903,6 +1002,7 @@ def _dump_pattern(node: Pattern, indent: str, out: Callable[[str], None]) -> Non
         children = node.options
     else:
         children = (node.inner,)
-    out(f"{indent}{type(node).__name__.lower()} {_at(node.span)}")
+    bounds = f" {node.suffix}" if isinstance(node, Repeat) else ""
+    out(f"{indent}{type(node).__name__.lower()}{bounds} {_at(node.span)}")
     for child in children:
         _dump_pattern(child, indent + "  ", out)

@@ -293,7 +293,7 @@ def bind_conditions(
     ``follow[U]`` is the set of variables that may immediately follow ``U``; an adjacent
     predicate ``U.x ... NEXT(V).y`` needs ``V in follow[U]``.
     """
-    variables = {v.name for v in query.variables}
+    variables = {v.name for v in query.variables + query.negated}  # NOT N: local predicates only
     bound = []
     for cond in query.conditions:
         bound.append(_bind_one(query, cond, variables, columns, follow))

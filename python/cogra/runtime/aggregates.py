@@ -41,7 +41,8 @@ ADD, FADD, MIN, MAX = "add", "fadd", "min", "max"
 class Slot:
     kind: str  # ADD | FADD | MIN | MAX
     role: str  # count | cnt | sum | inf | nn | min | max
-    variable: int | None
+    states: tuple[int, ...]
+    """The automaton states whose events write it: its variable's (none for the count)."""
     attribute: str | None
 
 
@@ -55,17 +56,20 @@ def _float_key(x: Any) -> Any:
 class Layout:
     """The slots a query needs, and how one event updates them."""
 
-    def __init__(self, query: Query, variable_names: Sequence[str], schema: pa.Schema):
+    def __init__(self, query: Query, state_variables: Sequence[str], schema: pa.Schema):
+        """``state_variables[s]``: the variable automaton state ``s`` binds
+        (:attr:`cogra.analysis.automaton.Automaton.state_variables`)."""
         self.query = query
-        self.names = tuple(variable_names)
-        slots: list[Slot] = [Slot(ADD, "count", None, None)]
+        self.names = tuple(state_variables)
+        slots: list[Slot] = [Slot(ADD, "count", (), None)]
         index: dict[tuple, int] = {}
 
-        def slot(kind: str, role: str, var: int | None, attr: str | None) -> int:
+        def slot(kind: str, role: str, var: str, attr: str | None) -> int:
             key = (role, var, attr)
             if key not in index:
                 index[key] = len(slots)
-                slots.append(Slot(kind, role, var, attr))
+                states = tuple(i for i, name in enumerate(self.names) if name == var)
+                slots.append(Slot(kind, role, states, attr))
             return index[key]
 
         self.finals: list[tuple] = []  # per RETURN item, how to read it from a state
@@ -78,7 +82,7 @@ class Layout:
             if agg.variable is None:
                 self.finals.append(("slot", 0))
                 continue
-            v = self.names.index(agg.variable)
+            v = agg.variable
             if agg.attribute is None:
                 self.finals.append(("slot", slot(ADD, "cnt", v, None)))
             elif agg.func in (AggFunc.SUM, AggFunc.AVG):
@@ -93,7 +97,7 @@ class Layout:
         self.slots = tuple(slots)
         self.kinds = tuple(s.kind for s in slots)
         self.per_var: tuple[tuple[tuple[int, str, str | None], ...], ...] = tuple(
-            tuple((i, s.role, s.attribute) for i, s in enumerate(slots) if s.variable == v)
+            tuple((i, s.role, s.attribute) for i, s in enumerate(slots) if v in s.states)
             for v in range(len(self.names))
         )
         self.attributes = tuple(sorted({s.attribute for s in slots if s.attribute}))

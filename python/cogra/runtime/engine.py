@@ -308,7 +308,7 @@ class Engine:
         memo = b.memo  # (built once per bound query: cogra.analysis.binding.BoundQuery.memo)
         if "engine" not in memo:
             memo["engine"] = (WindowSpec.of(b.query.window, b.time_type),
-                              Layout(b.query, b.automaton.names, b.schema))
+                              Layout(b.query, b.automaton.state_variables, b.schema))
         self.windows, self.layout = memo["engine"]
         if self.n and self.windows.size is not None and self.time_np.dtype.kind == "i":
             check_window_range(int(self.time_np.min()), int(self.time_np.max()), self.windows.size,
@@ -318,6 +318,8 @@ class Engine:
         self.absent_types: tuple[str, ...] = ()
         """Pattern types no event of the input has (a misspelled type matches nothing)."""
         self.plays_mask, self.irrelevant = self._plays_masks()
+        if b.negations:
+            self._blocker_counts()
         self.use_fast = fast
         self.idle_events_matter = False
         """Streaming under contiguous: an irrelevant event alone must reach the states it
@@ -357,14 +359,14 @@ class Engine:
         b = self.bound
         type_of = None  # per row: index into the distinct type names (dictionary codes)
         col = self.table.column(b.type_column) if b.type_column is not None else None
-        one_type = len(set(b.automaton.event_types)) == 1
+        one_type = len(set(b.automaton.event_types) | {n.event_type for n in b.negations}) == 1
         if col is not None and one_type and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             # The query names one event type (q3): one string comparison pass -- encoding the
             # column first took ~2 ms per 200k rows, the comparison ~0.4.  With several (q2:
             # four, and then their union) the dictionary below: a 38k-row chunk of q2 in
             # 0.56 ms, against 2.3 ms for its eight comparison passes.
             type_of = col
-            (name,) = set(b.automaton.event_types)
+            (name,) = set(b.automaton.event_types) | {n.event_type for n in b.negations}
             hit = pc.fill_null(pc.equal(col, pa.scalar(name, col.type)), False).to_numpy(zero_copy_only=False)
 
             def rows_of(wanted: set) -> np.ndarray:
@@ -394,9 +396,42 @@ class Engine:
             for e in b.local[v]:
                 mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
             masks.append(mask)
+        self.blocker_masks = []
+        """Per negation: the rows that block its guarded steps (its type, its local predicates)."""
+        for neg in b.negations:
+            mask = np.ones(self.n, dtype=bool) if type_of is None else rows_of({neg.event_type})
+            for e in neg.local:
+                mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
+            self.blocker_masks.append(mask)
         if type_of is None:
             return masks, np.zeros(self.n, dtype=bool)
         return masks, ~rows_of(set(b.automaton.event_types))
+
+    def _blocker_counts(self) -> None:
+        """The negations' derived columns (:data:`cogra.analysis.binding.NEGATION_COLUMN`):
+        per row, its partition's blocking events up to its time (``lo``) and before it
+        (``hi``).  Counted over the rows sorted by partition and time, so two rows of one
+        partition differ by exactly the blockers between them; windows need nothing: a
+        blocker between two events of a window lies in it.  Variable keys do not restrict
+        blockers (SEMANTICS.md section 8)."""
+        b = self.bound
+        n = self.n
+        pid = (self._plain_codes or key_codes(self.table, b.plain_keys))[0] if b.plain_keys else np.zeros(n, np.int64)
+        order = np.lexsort((self.time_np, pid))
+        t, p = self.time_np[order], pid[order]
+        new = np.ones(n, dtype=bool)
+        new[1:] = (p[1:] != p[:-1]) | (t[1:] != t[:-1])
+        run_start = np.flatnonzero(new)
+        run_end = np.append(run_start[1:], n)
+        run = np.cumsum(new) - 1
+        valid = np.ones(n, dtype=bool)
+        for neg, blocks in zip(b.negations, self.blocker_masks):
+            before = np.concatenate([[0], np.cumsum(blocks[order], dtype=np.int64)])
+            lo, hi = np.empty(n, np.int64), np.empty(n, np.int64)
+            lo[order] = before[run_end[run]]
+            hi[order] = before[run_start[run]]
+            self.columns[neg.lo] = (lo, valid)
+            self.columns[neg.hi] = (hi, valid)
 
     def pair_ok_bits(self) -> np.ndarray:
         """Per row, bit ``v*nv+u``: playing v it may follow u (predicates on the new event only)."""
@@ -481,7 +516,10 @@ class Engine:
         starts = np.concatenate([[0], bounds]).astype(np.int64)
         ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
         plain_values = self._key_values(b.plain_keys, pid_rep)
-        keyed_vars = [v for v in range(nv) if b.var_keys[v]]
+        # Per keyed variable, its first state stands for it; its bits cover all its states.
+        keyed_vars = list(b.keyed_states)
+        var_masks = [sum(1 << s for s in b.automaton.states_of(b.automaton.state_variables[v]))
+                     for v in keyed_vars]
         by_names: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}  # q3: A and B both key on company
         for v in keyed_vars:
             names = tuple(b.var_keys[v])
@@ -497,7 +535,7 @@ class Engine:
         plays: list[np.ndarray] = []
         for j, v in enumerate(keyed_vars):
             codes[j] = var_codes[v][0][order]
-            plays.append((bits_sorted & np.uint64(1 << v)) != 0)
+            plays.append((bits_sorted & np.uint64(var_masks[j])) != 0)
         # Each plain group's combinations of the keyed variables' values that some row plays.
         combo_group: list[int] = []
         combos: list[tuple] = []
@@ -512,7 +550,7 @@ class Engine:
         rows, bits, sizes = combination_rows(
             order, starts, ends, np.asarray(combo_group, np.int64),
             np.asarray(combos, np.int64).reshape(len(combos), len(keyed_vars)), codes,
-            np.asarray([1 << v for v in keyed_vars], np.uint64), bits_sorted, self.irrelevant[order],
+            np.asarray(var_masks, np.uint64), bits_sorted, self.irrelevant[order],
             keep_idle, self.idle_events_matter)
         seg_sizes, groups, keys, key_codes_ = [], [], [], []
         for g, combo, size in zip(combo_group, combos, sizes.tolist()):
@@ -540,7 +578,7 @@ class Engine:
             if ref.variable is None:
                 out.append(plain[ref.name])
             else:
-                v = b.automaton.names.index(ref.variable)
+                v = b.automaton.states_of(ref.variable)[0]
                 out.append(combo_values[v][b.var_keys[v].index(ref.name)])
         return tuple(out)
 

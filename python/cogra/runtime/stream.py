@@ -728,7 +728,7 @@ class StreamEvaluation:
 def _slots(bound: Any):
     from cogra.runtime.aggregates import Layout
 
-    layout = Layout(bound.query, bound.automaton.names, bound.schema)
+    layout = Layout(bound.query, bound.automaton.state_variables, bound.schema)
     return [s for s in layout.slots if s.attribute]
 
 

@@ -200,33 +200,34 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
-    ops: list[tuple[int, int, int, int, int, int]] = []
+    ops_all: list[tuple[int, int, int, int, int, int]] = []
     attrs = list(layout.attributes) + [a + SPLIT_SUFFIX for a in sorted(split)]
     x_is_min: list[bool] = []
 
     for idx, slot in enumerate(layout.slots):
         a = attrs.index(slot.attribute) if slot.attribute else -1
         is_float = slot.attribute in inexact
-        v = slot.variable if slot.variable is not None else -1
+        # One op per state of the slot's variable (a repeated variable has several).
+        ops = _PerState(ops_all, slot.states)
         if idx == 0 and idx in approximate:
             slot_map.append(("fcount", -1, 0, 0))  # modular channel 0 stays: see above
             n_i += 1
             n_f += 1
         elif slot.role in ("cnt", "nn") and idx in approximate:
             slot_map.append(("fcount", -1, n_f, n_f))
-            ops.append((v, OP_CNT if slot.role == "cnt" else OP_NN, a, -1, n_f, -1))
+            ops.append((OP_CNT if slot.role == "cnt" else OP_NN, a, -1, n_f, -1))
             n_f += 1
         elif slot.role == "sum" and idx in approximate:
             raw = attrs.index(slot.attribute)
             f, bound, op_bound, n_f = _sum_floats(n_f, slot.attribute in never_negative)
             slot_map.append(("fapprox", -1, f, bound))
-            ops.append((v, OP_SUM_FLOAT, raw, -1, f, op_bound))
+            ops.append((OP_SUM_FLOAT, raw, -1, f, op_bound))
         elif slot.role in ("count", "cnt", "nn"):
             slot_map.append(("int", n_i, n_f, -1))
             if slot.role == "cnt":
-                ops.append((v, OP_CNT, -1, n_i, n_f, -1))
+                ops.append((OP_CNT, -1, n_i, n_f, -1))
             elif slot.role == "nn":
-                ops.append((v, OP_NN, a, n_i, n_f, -1))
+                ops.append((OP_NN, a, n_i, n_f, -1))
             n_i += 1
             n_f += 1
         elif slot.role == "sum" and slot.attribute in split:
@@ -234,32 +235,42 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
             hi_f, hi_bound, hi_op, n_f = _sum_floats(n_f, slot.attribute in never_negative)
             lo_f, lo_bound, lo_op, n_f = _sum_floats(n_f, True)
             slot_map.append(("fsplit", n_i, hi_f, hi_bound, n_i + 1, lo_f, lo_bound))
-            ops.append((v, OP_SUM_INT, a, n_i, hi_f, hi_op))
-            ops.append((v, OP_SUM_INT, lo, n_i + 1, lo_f, lo_op))
+            ops.append((OP_SUM_INT, a, n_i, hi_f, hi_op))
+            ops.append((OP_SUM_INT, lo, n_i + 1, lo_f, lo_op))
             n_i += 2
         elif slot.role == "sum" and not is_float:
             f, bound, op_bound, n_f = _sum_floats(n_f, slot.attribute in never_negative)
             slot_map.append(("isum", n_i, f, bound))
-            ops.append((v, OP_SUM_INT, a, n_i, f, op_bound))
+            ops.append((OP_SUM_INT, a, n_i, f, op_bound))
             n_i += 1
         elif slot.role == "sum":
             slot_map.append(("fsum", -1, n_f, n_f + 1))
-            ops.append((v, OP_SUM_FLOAT, a, -1, n_f, n_f + 1))
+            ops.append((OP_SUM_FLOAT, a, -1, n_f, n_f + 1))
             n_f += 2
         elif slot.role == "inf":
             # Non-finite inputs send the window to the exact path, so this slot stays 0.0.
             slot_map.append(("inf", -1, -1, -1))
         elif slot.kind in (MIN, MAX):
             slot_map.append(("x", -1, -1, n_x))
-            ops.append((v, OP_MIN if slot.kind == MIN else OP_MAX, a, n_x, -1, -1))
+            ops.append((OP_MIN if slot.kind == MIN else OP_MAX, a, n_x, -1, -1))
             x_is_min.append(slot.kind == MIN)
             n_x += 1
         else:  # pragma: no cover - every slot kind is handled above
             raise Unsupported(f"slot {slot}")
     assert layout.slots[0].role == "count" and slot_map[0][1] in (0, -1) and slot_map[0][2] == 0 and n_i >= 1
-    program = np.array(sorted(ops), dtype=np.int64).reshape(-1, 6)
+    program = np.array(sorted(ops_all), dtype=np.int64).reshape(-1, 6)
     return ChannelLayout(n_i, n_f, n_x, program, np.array(x_is_min, dtype=bool),
                          tuple(slot_map), tuple(attrs))
+
+
+class _PerState:
+    """Appends a slot's op ``(op, attr, s1, s2, s3)`` once per state of its variable."""
+
+    def __init__(self, out: list, states: tuple[int, ...]):
+        self.out, self.states = out, states
+
+    def append(self, op: tuple[int, int, int, int, int]) -> None:
+        self.out.extend((v, *op) for v in self.states)
 
 
 def _sum_floats(n_f: int, never_negative: bool) -> tuple[int, int, int, int]:

@@ -369,8 +369,9 @@ def _groups(engine: Any, subs: Any, v: int) -> np.ndarray:
     variable-key value if v has one -- by their codes (values may compare equal across
     sub-streams: 0.0 and -0.0)."""
     b = engine.bound
-    keyed = [u for u in range(len(b.automaton.names)) if b.var_keys[u]]
-    at = keyed.index(v) if v in keyed else None
+    keyed = list(b.keyed_states)
+    first = b.automaton.states_of(b.automaton.state_variables[v])[0]  # a repeated variable's
+    at = keyed.index(first) if first in keyed else None
     names: dict[tuple, int] = {}
     out = np.empty(len(subs.codes), np.int64)
     for s, (plain, var_codes) in enumerate(subs.codes):
