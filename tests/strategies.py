@@ -133,16 +133,18 @@ def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = 
             f"NEXT({V}).v <> 2", f"({U}.v = NEXT({V}).v OR NEXT({V}).v > 2)",
         ])))
     group_by: list[str] = []
-    mandatory = [v for v in names if auto.mandatory_variable(v)]
+    # Keys on any variable: one that some trends lack has the sub-stream without it
+    # (SEMANTICS.md section 4); only the non-extended generator keeps to mandatory ones.
+    keyable = list(names) if extended else [v for v in names if auto.mandatory_variable(v)]
     if grouping:
         if draw(st.booleans()):
             group_by.append("g")
-        if mandatory and draw(st.integers(0, 3)) == 0:
-            group_by.append(f"{draw(st.sampled_from(mandatory))}.k")
+        if keyable and draw(st.integers(0, 3)) == 0:
+            group_by.append(f"{draw(st.sampled_from(keyable))}.k")
         if draw(st.integers(0, 4)) == 0:
             conjuncts.append("[h]")
-        if mandatory and draw(st.integers(0, 4)) == 0:
-            conjuncts.append(f"[{draw(st.sampled_from(mandatory))}.h]")
+        if keyable and draw(st.integers(0, 4)) == 0:
+            conjuncts.append(f"[{draw(st.sampled_from(keyable))}.h]")
     items = list(dict.fromkeys(group_by))
     n_aggs = draw(st.integers(1, 3))
     for _ in range(n_aggs):

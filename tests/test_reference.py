@@ -497,8 +497,6 @@ def test_missing_columns_and_bad_queries() -> None:
         evaluate_reference(make_query("A+"), pa.table({"type": ["A"]}))
     with pytest.raises(QueryError, match="unknown variable C"):
         evaluate_reference(make_query("A+", where=("C.v > 1",)), stream("a1", v=[1]))
-    with pytest.raises(QueryError, match="some trend"):
-        evaluate_reference(make_query("SEQ(A, B?)", where=("[B.v]",)), stream("a1", v=[1]))
     with pytest.raises(QueryError, match="two variables"):
         evaluate_reference(make_query("SEQ(A, B)", where=("A.v < B.v",)), stream("a1", v=[1]))
     with pytest.raises(QueryError, match="never be immediately followed"):

@@ -19,7 +19,9 @@ How a query is evaluated, step by step (docs/ARCHITECTURE.md, spec SEMANTICS.md)
    and ``[V.attr]``) is a sub-stream: an event may play ``V`` there if it has ``V``'s
    type, passes ``V``'s local predicates and carries the combination's values for
    ``V``'s keys.  The sub-stream holds those events plus the partition's events whose
-   type is not in the pattern (they break contiguity).
+   type is not in the pattern (they break contiguity).  A keyed variable that some trends
+   lack also has the sub-stream in which no event plays it (its keys NULL); the others
+   count only the trends that contain it.
 4. **Trends.**  ``trends_any`` by structural recursion over the pattern
    (:mod:`cogra.reference_parts.patterns`), each consecutive pair satisfying the
    predicates on adjacent events that apply to it.  Then, for ``next``/``contiguous``,
@@ -39,9 +41,9 @@ How a query is evaluated, step by step (docs/ARCHITECTURE.md, spec SEMANTICS.md)
 Decisions where the documents are silent (more in the ``reference_parts`` modules):
 
 * Query checks the reference needs are its own (the engine's binder is not used):
-  unknown variables, a RETURN attribute that is not grouped, variable keys on a variable
-  that some trend lacks, a condition naming two plain or two NEXT variables, ``U.x ...
-  NEXT(V).y`` with ``V`` unable to follow ``U``: QueryError pointing at the item.
+  unknown variables, a RETURN attribute that is not grouped, a condition naming two plain
+  or two NEXT variables, ``U.x ... NEXT(V).y`` with ``V`` unable to follow ``U``, a
+  negated variable anywhere but in its own local predicates: QueryError pointing at it.
 * A condition naming no variable at all (``1 = 1``) must hold for every event of a trend
   (report Def. 5); it is treated as a local predicate of every variable.
 * A float time that is NaN or infinite is not a time: such rows are counted with the
@@ -181,6 +183,7 @@ class _Prepared:
     """The pattern without its ``NOT N`` items (the words it matches)."""
     negated: dict[str, str] = field(default_factory=dict)  # NOT N: variable -> event type
     negated_local: dict[str, list[BoundCondition]] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()  # variables every trend contains
     crossings: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     """``(U, V) -> negated variables`` whose blocking events a pair ``(U, V)`` must not straddle."""
 
@@ -229,12 +232,6 @@ def _prepare(q: Query, columns: set[str]) -> _Prepared:
             if ref.name not in plain_keys:
                 plain_keys.append(ref.name)
         else:
-            if ref.variable not in must:
-                raise fail(
-                    f"{ref.text} needs {ref.variable} in every trend, but some trend of the "
-                    f"pattern has no {ref.variable}",
-                    ref.span,
-                )
             if (ref.variable, ref.name) not in var_keys:
                 var_keys.append((ref.variable, ref.name))
     group_by = [(g.variable, g.name) for g in q.group_by]
@@ -259,6 +256,7 @@ def _prepare(q: Query, columns: set[str]) -> _Prepared:
         pattern=positive,
         negated=negated,
         crossings=crossings(q.pattern),
+        required=must,
     )
     prep.local = {v: [] for v in var_types}
     prep.negated_local = {v: [] for v in negated}
@@ -310,8 +308,9 @@ class _SubStream:
     """The events of one (window, partition, variable-key combination)."""
 
     def __init__(self, prep: _Prepared, events: list[Event], plays: dict[Event, frozenset[str]],
-                 blockers: dict[str, list[Any]] | None = None):
+                 blockers: dict[str, list[Any]] | None = None, present: frozenset[str] = frozenset()):
         self.prep = prep
+        self.present = present  # keyed variables every counted trend must contain
         self.events = events  # in time order
         self.blockers = blockers or {}  # NOT N -> times of the partition's events that could play N
         self.times = [e.time for e in events]
@@ -427,6 +426,8 @@ class _SubStream:
             found = {t for t in found if self.trend_semantics_ok(t)}
         elif not prune:  # the literal filter of SEMANTICS.md section 3
             found = {t for t in found if all(self.semantics_ok(p, n) for p, n in zip(t, t[1:]))}
+        if self.present:
+            found = {t for t in found if self.present <= {v for _, v in t}}
         return list(found)
 
 
@@ -582,6 +583,10 @@ def _plain(x: Fraction) -> Any:
     return int(x) if x.denominator == 1 else x
 
 
+ABSENT = object()
+"""The combination value of an optional keyed variable no event plays."""
+
+
 def _substreams(
     prep: _Prepared, bucket: list[Event], base_plays: dict[Event, frozenset[str]]
 ) -> Iterable[tuple[dict[tuple[str, str], tuple[Any, Any]], _SubStream]]:
@@ -595,26 +600,42 @@ def _substreams(
         n: [e.time for e in bucket if e.type == t and all(c.holds(e.values, None) for c in prep.negated_local[n])]
         for n, t in prep.negated.items()
     }
-    options: list[dict[Any, Any]] = []
-    for var, attr in prep.var_keys:
+    # Per keyed variable, one value per key attribute; a variable some trends lack also
+    # has "absent" (SEMANTICS.md section 4): the sub-stream where no event plays it, whose
+    # trends have its keys NULL.  Elsewhere only the trends with it count.
+    keyed = list(dict.fromkeys(var for var, _ in prep.var_keys))
+    options: list[list[Any]] = []
+    for var in keyed:
+        attrs = [attr for v, attr in prep.var_keys if v == var]
         seen: dict[Any, Any] = {}
         for e in bucket:
             if var in base_plays[e]:
-                seen.setdefault(group_key(e.values[attr]), e.values[attr])
-        options.append(seen)
-    for chosen in itertools.product(*(list(o.items()) for o in options)):
-        combo = dict(zip(prep.var_keys, chosen))
+                seen.setdefault(tuple(group_key(e.values[a]) for a in attrs), tuple(e.values[a] for a in attrs))
+        absent = [ABSENT] if var not in prep.required else []
+        options.append(list(seen.items()) + absent)
+    for chosen in itertools.product(*options):
+        combo: dict[tuple[str, str], tuple[Any, Any]] = {}
+        absent_vars = set()
+        for var, choice in zip(keyed, chosen):
+            attrs = [attr for v, attr in prep.var_keys if v == var]
+            if choice is ABSENT:
+                absent_vars.add(var)
+                combo.update({(var, a): (None, None) for a in attrs})
+            else:
+                combo.update({(var, a): (k, d) for a, k, d in zip(attrs, *choice)})
         members: list[Event] = []
         plays: dict[Event, frozenset[str]] = {}
         for e in bucket:
             can = frozenset(
                 v
                 for v in base_plays[e]
-                if all(group_key(e.values[attr]) == combo[(var, attr)][0] for var, attr in prep.var_keys if var == v)
+                if v not in absent_vars
+                and all(group_key(e.values[attr]) == combo[(var, attr)][0] for var, attr in prep.var_keys if var == v)
             )
             if can:
                 plays[e] = can
                 members.append(e)
             elif e.type not in prep.pattern_types:
                 members.append(e)  # irrelevant type (or one only under NOT): stays, breaks contiguity
-        yield combo, _SubStream(prep, members, plays, blockers)
+        present = frozenset(keyed) - absent_vars
+        yield combo, _SubStream(prep, members, plays, blockers, present)

@@ -200,26 +200,6 @@ def test_min_over_an_unorderable_attribute(no_data_processing) -> None:
     assert "orderable" in err.message
 
 
-@pytest.mark.parametrize(
-    "pattern, clause, fragment",
-    [
-        ("SEQ(A, B?)", "WHERE [B.x]", "B.x"),
-        ("SEQ(A, B?)", "GROUP-BY B.x", "B.x"),
-        ("SEQ(A, B*)", "WHERE [B.x]", "B.x"),
-        ("SEQ(A, B*)", "GROUP-BY B.x", "B.x"),
-        ("SEQ(A, B | C)", "WHERE [B.x]", "B.x"),
-        ("SEQ(A, B | C)", "GROUP-BY B.x", "B.x"),
-        ("SEQ(A, (SEQ(B, C))?)", "WHERE [C.x]", "C.x"),
-    ],
-)
-def test_variable_key_on_a_variable_some_trend_lacks(no_data_processing, pattern, clause, fragment) -> None:
-    query = f"RETURN COUNT(*)\nPATTERN {pattern}\n{clause}"
-    err = query_error(query)
-    assert_points_at(err, query, fragment)
-    var = fragment[0]
-    assert f"{var} in every trend" in err.message
-
-
 def test_variable_key_on_a_mandatory_variable_is_fine() -> None:
     query = "RETURN B.x, COUNT(*) PATTERN SEQ(A?, B) GROUP-BY B.x"
     assert cogra.evaluate(query, TABLE).to_pylist() == [

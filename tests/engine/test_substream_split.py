@@ -12,13 +12,13 @@ import pytest
 from cogra.runtime.substream_kernels import combination_rows
 
 
-def split_by_definition(order, lo, hi, combo_group, combo_codes, codes, var_bits, bits, irrelevant,
+def split_by_definition(order, lo, hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits, irrelevant,
                         keep_idle, idle_events_matter):
     rows, out_bits, sizes = [], [], []
     for c, g in enumerate(combo_group):
         kept = []
         for i in range(lo[g], hi[g]):
-            b = int(bits[i])
+            b = int(bits[i]) & ~int(combo_clear[c])
             for j in range(codes.shape[0]):
                 if codes[j, i] != combo_codes[c, j]:
                     b &= ~int(var_bits[j])
@@ -47,10 +47,11 @@ def test_split_equals_its_definition(seed: int) -> None:
     bits = rng.integers(0, 8, n).astype(np.uint64)
     irrelevant = (bits == 0) & (rng.random(n) < 0.5)
     combo_group = np.repeat(np.arange(len(lo)), 3).astype(np.int64)
-    combo_codes = rng.integers(0, 3, (len(combo_group), keyed)).astype(np.int64)
+    combo_codes = rng.integers(-1, 3, (len(combo_group), keyed)).astype(np.int64)  # -1: absent
+    combo_clear = rng.integers(0, 8, len(combo_group)).astype(np.uint64) * (rng.random(len(combo_group)) < 0.5)
     for keep_idle in (False, True):
         for idle_events_matter in (False, True):
-            args = (order, lo, hi, combo_group, combo_codes, codes, var_bits, bits, irrelevant, keep_idle,
+            args = (order, lo, hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits, irrelevant, keep_idle,
                     idle_events_matter)
             rows, out_bits, sizes = combination_rows(*args)
             want = split_by_definition(*args)

@@ -72,6 +72,18 @@ class Automaton:
     """``(u, v, k)``: the step from state ``u`` to ``v`` crosses negation ``k`` -- the pair is
     not adjacent when an event that could play ``negated[k]`` lies strictly between
     (SEMANTICS.md section 8)."""
+    presence: tuple[str, ...] = ()
+    """Keyed variables some trends lack (:mod:`cogra.analysis.presence`); empty otherwise."""
+    seen: tuple[int, ...] = ()
+    """With :attr:`presence`, per state: the bits (``1 << i`` for ``presence[i]``) of the
+    ones its trends have played."""
+
+    def ends_not_in(self, present: int) -> int:
+        """Play bits of the final states whose trends played other optional keyed
+        variables than the bits ``present`` (cleared in that sub-stream)."""
+        if not self.presence:
+            return 0
+        return sum(1 << s for s in self.final if self.seen[s] != present)
 
     def __post_init__(self) -> None:
         if not self.state_variables:

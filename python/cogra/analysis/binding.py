@@ -22,6 +22,7 @@ import pyarrow as pa
 import sqlglot.expressions as exp
 
 from cogra.analysis.automaton import AmbiguousNegation, Automaton, TooManyPositions, build_automaton
+from cogra.analysis.presence import with_presence
 from cogra.analysis.expressions import (
     BOOLEAN,
     NUMBER,
@@ -328,25 +329,30 @@ class _Binder:
         return type_column
 
     def _keys(self) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        """Plain keys, and per state its variable's keys.  Keys on a variable some trends
+        lack give the automaton presence flags (:mod:`cogra.analysis.presence`)."""
         plain: dict[str, None] = {}
-        per_var: list[dict[str, None]] = [{} for _ in self.names]
+        by_var: dict[str, dict[str, None]] = {}
         refs: list[AttrRef] = list(self.q.group_by) + [e.attribute for e in self.q.equivalences]
         for ref in refs:
             self.column(ref.name, ref.span, "attribute")
             if ref.variable is None:
                 plain[ref.name] = None
                 continue
-            states = self.var_states(ref.variable, ref.span)
-            if not self.automaton.mandatory_variable(ref.variable):
+            self.var_states(ref.variable, ref.span)
+            by_var.setdefault(ref.variable, {})[ref.name] = None
+        optional = tuple(v for v in self.automaton.variables
+                         if v in by_var and not self.automaton.mandatory_variable(v))
+        if optional:
+            self.automaton = with_presence(self.automaton, optional)
+            self.names = self.automaton.names
+            if len(self.names) > MAX_VARIABLES:
                 raise self.error(
-                    f"{ref.text} needs {ref.variable} in every trend, but some trends of the "
-                    f"pattern have no {ref.variable}; group or partition by a variable that "
-                    "every trend contains",
-                    ref.span,
-                )
-            for v in states:
-                per_var[v][ref.name] = None
-        return tuple(plain), tuple(tuple(d) for d in per_var)
+                    f"keys on {', '.join(optional)}, which some trends lack, need {len(self.names)} "
+                    f"automaton states (trends with and without them); cogra evaluates at most "
+                    f"{MAX_VARIABLES}", self.q.pattern.span)
+        per_state = tuple(tuple(by_var.get(v, {})) for v in self.automaton.state_variables)
+        return tuple(plain), per_state
 
     def _aggregates(self) -> None:
         for item in self.q.returns:

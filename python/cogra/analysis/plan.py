@@ -31,7 +31,9 @@ class Plan:
             f"semantics  {q.semantics.value}",
             f"executor   {self.executor.value}",
             "",
-            "automaton (a state per repetition: bounded quantifiers, determinized)" if a.repeated
+            "automaton (states remember the optional keyed variables their trends played; "
+            "a trend ends only at a $ state)" if a.presence
+            else "automaton (a state per repetition: bounded quantifiers, determinized)" if a.repeated
             else "automaton (one position per variable)",
         ]
         for i, name in enumerate(names):
@@ -68,6 +70,8 @@ class Plan:
         vkeys = list(dict.fromkeys(f"{a.state_variables[i]}.{k}" for i, ks in enumerate(b.var_keys) for k in ks))
         if vkeys:
             lines.append(f"  variable keys  {', '.join(vkeys)}")
+        for v in a.presence:
+            lines.append(f"  without {v:<6} the sub-stream where no event plays {v} (its keys NULL)")
         if q.window:
             w = q.window
             slide = f" SLIDE {w.slide.amount} {w.slide.unit}" if w.slide else " (tumbling)"

@@ -527,6 +527,12 @@ class Engine:
                 by_names[names] = key_codes(self.table, names)
         var_codes = {v: by_names[tuple(b.var_keys[v])] for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
+        # A keyed variable some trends lack also has the combination "absent" (code -1):
+        # the sub-stream in which no event plays it, its keys NULL (SEMANTICS.md section 4).
+        a = b.automaton
+        optional = [j for j, v in enumerate(keyed_vars) if a.state_variables[v] in a.presence]
+        for j in optional:
+            var_values[keyed_vars[j]].append(tuple(None for _ in b.var_keys[keyed_vars[j]]))
 
         # The rows' facts in partition order, gathered once.
         order = order.astype(np.int64, copy=False)
@@ -543,14 +549,17 @@ class Engine:
             choices = []
             for j, v in enumerate(keyed_vars):
                 played = np.bincount(codes[j, s:e][plays[j][s:e]], minlength=len(var_codes[v][1]))
-                choices.append(np.flatnonzero(played).tolist())
+                choices.append(np.flatnonzero(played).tolist() + ([-1] if j in optional else []))
             for combo in itertools.product(*choices):  # (): the group itself, without keyed variables
                 combo_group.append(g)
                 combos.append(combo)
+        flag_of = {j: 1 << a.presence.index(a.state_variables[keyed_vars[j]]) for j in optional}
+        combo_clear = np.asarray([a.ends_not_in(sum(flag_of[j] for j in optional if combo[j] >= 0))
+                                  for combo in combos], np.uint64)
         rows, bits, sizes = combination_rows(
             order, starts, ends, np.asarray(combo_group, np.int64),
             np.asarray(combos, np.int64).reshape(len(combos), len(keyed_vars)), codes,
-            np.asarray(var_masks, np.uint64), bits_sorted, self.irrelevant[order],
+            np.asarray(var_masks, np.uint64), combo_clear, bits_sorted, self.irrelevant[order],
             keep_idle, self.idle_events_matter)
         seg_sizes, groups, keys, key_codes_ = [], [], [], []
         for g, combo, size in zip(combo_group, combos, sizes.tolist()):

@@ -16,16 +16,18 @@ from cogra.runtime.fast.jit import njit
 
 
 @njit(cache=True, inline="always")
-def _bits_in(i, c, bits, codes, combo_codes, var_bits):
-    """Position ``i``'s play bits in combination ``c``: a keyed variable only with its value."""
-    b = bits[i]
+def _bits_in(i, c, bits, codes, combo_codes, var_bits, combo_clear):
+    """Position ``i``'s play bits in combination ``c``: a keyed variable only with its value
+    (code -1: an optional variable absent from the combination, played by no row), and none
+    of ``combo_clear[c]`` (the final states of trends another combination counts)."""
+    b = bits[i] & ~combo_clear[c]
     for j in range(codes.shape[0]):  # without branches: the codes are random, mispredicted
         b &= ~(var_bits[j] * np.uint64(codes[j, i] != combo_codes[c, j]))
     return b
 
 
 @njit(cache=True)
-def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, bits,
+def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits,
                      irrelevant, keep_idle, idle_events_matter):
     """Per combination ``c`` (of the plain group ``combo_group[c]``, positions
     ``group_lo[g]:group_hi[g]`` of ``order``, the table's rows by group): the rows that
@@ -35,7 +37,8 @@ def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes,
     By position (the rows' facts gathered in ``order`` once -- read through ``order`` per
     combination, the scattered loads took 21 ms for q3): ``bits``, ``irrelevant``,
     ``codes[j, i]`` keyed variable ``j``'s key code; ``combo_codes[c, j]`` the
-    combination's, ``var_bits[j]`` the variable's play bit.  Returns ``(rows, bits,
+    combination's, ``var_bits[j]`` the variable's play bits, ``combo_clear[c]`` bits no row
+    plays in the combination.  Returns ``(rows, bits,
     sizes)``, the kept combinations' rows concatenated; ``sizes[c]`` is -1 for a combination
     without sub-stream (no row kept, or none that plays a variable unless
     ``idle_events_matter``).
@@ -58,7 +61,7 @@ def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes,
         first = k
         playing = False
         for i in range(group_lo[g], group_hi[g]):
-            b = _bits_in(i, c, bits, codes, combo_codes, var_bits)
+            b = _bits_in(i, c, bits, codes, combo_codes, var_bits, combo_clear)
             plays = b != 0
             rows[k] = order[i]
             out_bits[k] = b
