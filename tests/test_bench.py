@@ -230,3 +230,28 @@ def test_the_streaming_section_is_embedded_in_benchmarks_md_once(tmp_path: Path)
     assert "| q2 | 500 | 6,781 | 1.11 | yes | 1.75 / 6.09 / 7.00 | 40 |" in text
     assert "Highest sustained rate: q1 0 rows/s, q2 >= 500 rows/s" in text
     assert (tmp_path / "benchmarks" / "streaming-state.png").exists()
+
+
+def test_the_negation_section_is_embedded_in_benchmarks_md_once(tmp_path: Path) -> None:
+    from cogra.bench import negation
+    from cogra.bench.sections import markers
+
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\ntext\n\n## Files\n\nraw\n")
+    rows = [{"semantics": s, "negated": n, "events": e, "seconds": e * 1e-6 * (2 if n else 1)}
+            for s, n in negation.CASES for e in (1_000, 2_000)]
+    result = {"quick": True, "date": "2026-11-28", "cores": 2, "rows": rows}
+    for _ in range(2):
+        negation.write_report(result, tmp_path)
+    text = (tmp_path / "benchmarks.md").read_text()
+    begin, end = markers("negation")
+    assert text.count(begin) == 1 and text.index(end) < text.index("## Files")
+    assert "| skip-till-next-match | with NOT | 0.002 s (2000 ns/event) | 0.004 s (2000 ns/event) |" in text
+
+
+def test_the_negation_queries_differ_only_by_the_negation() -> None:
+    import cogra
+    from cogra.bench import negation
+
+    plain, negated = negation.query("skip-till-any-match", False), negation.query("skip-till-any-match", True)
+    assert "NOT" not in plain and "PATTERN SEQ(Stock A+, NOT Stock N, Stock B)" in negated
+    assert cogra.plan(negated).bound.negations[0].variable == "N"

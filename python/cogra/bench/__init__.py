@@ -94,6 +94,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{'':<16} target: issue 'First run and clusters' (cogra.bench.first_run)")
         print(f"{'streaming':<16} q1-q3 over Structured Streaming: sustained rate, latency, state size  (opt-in)")
         print(f"{'':<16} target: issue 'Streaming', item 7 (cogra.bench.streaming)")
+        print(f"{'negation':<16} SEQ(A+, NOT N, B) against SEQ(A+, B): time per event by events per window  (opt-in)")
+        print(f"{'':<16} target: issue 'Language', cost linear in the events per window (cogra.bench.negation)")
         return 0
     root = repository_root()
     docs_dir = Path(args.docs) if args.docs else root / "docs"
