@@ -117,3 +117,20 @@ def test_unique_inverse_of_keys_too_wide_or_nan_is_numpys(values) -> None:
     vals, inverse = unique_inverse(x)
     want_vals, want_inverse = np.unique(x + 0.0, return_inverse=True)
     assert np.array_equal(vals, want_vals, equal_nan=True) and inverse.tolist() == want_inverse.tolist()
+
+
+def test_dense_bounds_equal_the_binary_searches() -> None:
+    """pair_ranges' table over a small range of whole numbers (a negation's blocker counts)
+    gives the ranks searchsorted gives, values outside the range and NaN included."""
+    from cogra.runtime.fast.mixed_kernels import _dense_bounds
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        vals = np.unique(rng.integers(-5, 30, rng.integers(1, 20))).astype(float)
+        g = rng.integers(-10, 40, 50).astype(float)
+        lt, le = _dense_bounds(vals, g)
+        assert lt.tolist() == np.searchsorted(vals, g, "left").tolist()
+        assert le.tolist() == np.searchsorted(vals, g, "right").tolist()
+    assert _dense_bounds(np.array([0.0, 1.0]), np.array([0.5])) is None
+    assert _dense_bounds(np.array([0.0, 1.0]), np.array([np.nan])) is None
+    assert _dense_bounds(np.array([0.0, 1e9]), np.array([3.0])) is None  # too wide a range

@@ -413,11 +413,15 @@ class Engine:
         (``hi``).  Counted over the rows sorted by partition and time, so two rows of one
         partition differ by exactly the blockers between them; windows need nothing: a
         blocker between two events of a window lies in it.  Variable keys do not restrict
-        blockers (SEMANTICS.md section 8)."""
+        blockers (SEMANTICS.md section 8).  Rows are in time order within each partition
+        (``__init__``), so a stable counting sort by partition gives (partition, time)."""
         b = self.bound
         n = self.n
-        pid = (self._plain_codes or key_codes(self.table, b.plain_keys))[0] if b.plain_keys else np.zeros(n, np.int64)
-        order = np.lexsort((self.time_np, pid))
+        if b.plain_keys:
+            pid, reps = self._plain_codes or key_codes(self.table, b.plain_keys)
+            order = _stable_order(pid, len(reps))
+        else:
+            pid, order = np.zeros(n, np.int64), np.arange(n, dtype=np.int64)
         t, p = self.time_np[order], pid[order]
         new = np.ones(n, dtype=bool)
         new[1:] = (p[1:] != p[:-1]) | (t[1:] != t[:-1])

@@ -61,6 +61,8 @@ def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray,
     """
     if g_rank is not None:
         lt, le = g_rank, g_rank + 1
+    elif (dense := _dense_bounds(vals, g)) is not None:
+        lt, le = dense
     else:
         lt = np.searchsorted(vals, g, side="left").astype(np.int64)   # number of values < g
         le = np.searchsorted(vals, g, side="right").astype(np.int64)  # number of values <= g
@@ -79,6 +81,29 @@ def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray,
     if op == "<>":
         return USE_PREFIX | USE_SUFFIX, lt, le, eq
     raise ValueError(op)
+
+
+def _dense_bounds(vals: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(lt, le)`` of :func:`pair_ranges` by a table over the values' range, where ``vals``
+    and ``g`` are whole numbers spanning few values (a negation's blocker counts, small
+    integer attributes): one pass, where binary searches of unsorted ``g`` missed the cache
+    at every step (3M rows: 0.62 s -> ~0.03 s)."""
+    if len(vals) == 0 or len(g) == 0:
+        return None
+    v0, v1 = float(vals[0]), float(vals[-1])
+    if v1 - v0 > max(1024, 4 * len(g)) or not (np.all(vals == np.floor(vals))
+                                                and np.all(g == np.floor(g))):
+        return None  # (a NaN in g fails the second test)
+    span = int(v1 - v0) + 1
+    present = np.zeros(span, np.int64)
+    present[(vals - v0).astype(np.int64)] = 1
+    below = np.zeros(span + 1, np.int64)  # below[k]: values < v0 + k
+    np.cumsum(present, out=below[1:])
+    k = np.clip(g - v0, -1, span).astype(np.int64)
+    inside = (k >= 0) & (k < span)
+    lt = np.where(k < 0, 0, np.where(k >= span, len(vals), below[np.clip(k, 0, span)]))
+    le = lt + np.where(inside, present[np.clip(k, 0, span - 1)], 0)
+    return lt.astype(np.int64), le.astype(np.int64)
 
 
 @njit(cache=True, inline="always")
