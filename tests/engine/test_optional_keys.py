@@ -86,9 +86,18 @@ def test_each_shape_equals_the_reference(pattern: str, clause: str, semantics: s
 
 
 def test_explain_names_the_sub_stream_without_the_variable() -> None:
-    text = cogra.explain("RETURN B.g, COUNT(*) PATTERN SEQ(A, B?, C) GROUP-BY B.g")
+    text = cogra.explain("RETURN B.g, COUNT(*) PATTERN SEQ(A, B?, C+) GROUP-BY B.g")
     assert "  without B      the sub-stream where no event plays B (its keys NULL)" in text
-    assert "  C[B]$    C                  final  predTypes = {B[B]}   binds C" in text
+    # C[B] may go on (C+), so its trends end at a final copy; without B, at C[]$.
+    assert "  C[B]     C                         predTypes = {B[B], C[B]}   binds C" in text
+    assert "  C[B]$    C                  final  predTypes = {B[B], C[B]}   binds C" in text
+    assert "  C[]$     C                  final  predTypes = {A[], C[]}   binds C" in text
+
+
+def test_a_final_state_nothing_follows_is_its_own_end() -> None:
+    a = cogra.plan("RETURN B.g, COUNT(*) PATTERN SEQ(A, B?, C) GROUP-BY B.g").bound.automaton
+    assert a.names == ("A[]", "B[B]", "C[]", "C[B]") and a.final == {2, 3}
+    assert a.ends_not_in(1) == 1 << 2 and a.ends_not_in(0) == 1 << 3  # B present: C[] cleared
 
 
 # -- at scale -----------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class Plan:
             f"executor   {self.executor.value}",
             "",
             "automaton (states remember the optional keyed variables their trends played; "
-            "a trend ends only at a $ state)" if a.presence
+            "$: a final copy, where a trend that may go on ends)" if a.presence
             else "automaton (a state per repetition: bounded quantifiers, determinized)" if a.repeated
             else "automaton (one position per variable)",
         ]

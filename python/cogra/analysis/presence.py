@@ -9,8 +9,9 @@ the automaton remembers which keyed optional variables a prefix has played:
 * each state ``s`` becomes ``(s, seen)``, ``seen`` the set of those variables the prefix
   played (the flag product: deterministic, so "can extend" is unchanged under ``next``
   and ``contiguous``);
-* each final ``(s, seen)`` gets a *final copy* with the same predecessors, no successors,
-  and the only final one: a trend ends there, and continues from the original.
+* each final ``(s, seen)`` that trends may also continue from gets a *final copy* with the
+  same predecessors and no successors, the final one in its place: a trend ends there, and
+  continues from the original (a final state nothing follows is its own end).
 
 A sub-stream whose combination has values for the variables ``P`` and none for the others
 lets events play a final copy only where ``seen == P`` (``Engine.substreams`` clears the
@@ -49,7 +50,8 @@ def with_presence(a: Automaton, optional: tuple[str, ...]) -> Automaton:
                 index[q] = len(pairs)
                 pairs.append(q)
         k += 1
-    copies = [i for i, (s, _) in enumerate(pairs) if s in a.final]
+    copies = [i for i, (s, _) in enumerate(pairs) if s in a.final and a.follow[s]]
+    ends = [i for i, (s, _) in enumerate(pairs) if s in a.final and not a.follow[s]]
     n = len(pairs) + len(copies)
     copy_of = {i: len(pairs) + j for j, i in enumerate(copies)}  # original -> its final copy
     follow: list[set[int]] = [set() for _ in range(n)]
@@ -78,7 +80,7 @@ def with_presence(a: Automaton, optional: tuple[str, ...]) -> Automaton:
         names=tuple(name(i) for i in range(n)),
         event_types=tuple(a.event_types[s] for s in base),
         start=frozenset(start),
-        final=frozenset(range(len(pairs), n)),
+        final=frozenset(range(len(pairs), n)) | frozenset(ends),
         follow=tuple(frozenset(f) for f in follow),
         nullable=a.nullable,
         state_variables=tuple(a.state_variables[s] for s in base),
