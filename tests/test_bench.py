@@ -255,3 +255,36 @@ def test_the_negation_queries_differ_only_by_the_negation() -> None:
     plain, negated = negation.query("skip-till-any-match", False), negation.query("skip-till-any-match", True)
     assert "NOT" not in plain and "PATTERN SEQ(Stock A+, NOT Stock N, Stock B)" in negated
     assert cogra.plan(negated).bound.negations[0].variable == "N"
+
+
+def test_the_readme_performance_table_is_the_one_benchmarks_md_gives() -> None:
+    """README's table is generated from docs/benchmarks.md (cogra.bench.readme): it may not
+    drift from the report it ships with."""
+    from cogra.bench import readme
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "README.md").read_text()
+    block = readme.block((root / "docs" / "benchmarks.md").read_text())
+    assert block in text
+    assert block.count("\n| ") >= 4  # the kernel row and three targets with goals
+
+
+def test_the_readme_table_reads_the_report(tmp_path: Path) -> None:
+    from cogra.bench import readme
+
+    md = ("## Headline ratios\n\n| target | measured | goal | verdict | detail |\n|---|---|---|---|---|\n"
+          "| sliding (SLIDE 1 second) vs tumbling, 1 | 2.00x the tumbling latency | <= 3x | met | |\n"
+          "| sliding vs tumbling in one process, 1 | 2.50x the tumbling latency | <= 3x | met | |\n"
+          "| peak memory 10 vs 1 events, type-grained (tracemalloc peak) | 9.99x | (informational) | | |\n\n"
+          "### Kernel-only throughput\n\n| executor | COUNT(*) | SUM | MIN/MAX | AVG | all five |\n"
+          "|---|---|---|---|---|---|\n| a | 200 | 1 | 1 | 1 | 80 |\n| b | 250 | 1 | 1 | 1 | 90 |\n")
+    assert readme.rows(md) == [
+        ("compiled kernel, one window of 2M events, `A+`, COUNT(*) / all five aggregates",
+         "200-250 / 80-90 M events/s", ">= 30 M/s"),
+        ("sliding windows (`SLIDE 1 second`) vs tumbling, 100k-1M events", "2.00-2.50x", "<= 3x"),
+    ]
+    readme_path = tmp_path / "README.md"
+    readme_path.write_text(f"intro\n{readme.BEGIN}\nold\n{readme.END}\nrest\n")
+    (tmp_path / "benchmarks.md").write_text(md)
+    assert readme.update(readme_path, tmp_path / "benchmarks.md")
+    assert "| 2.00-2.50x | ≤ 3x |" in readme_path.read_text() and "old" not in readme_path.read_text()

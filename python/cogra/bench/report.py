@@ -18,6 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Iterable
 
+from cogra.bench import readme
 from cogra.bench.experiments import EXPERIMENTS
 
 METRICS = {
@@ -635,6 +636,7 @@ def generate(results_dir: Path, docs_dir: Path) -> tuple[Path, list[Path]]:
     for (exp_id,), erows in _by(rows, "experiment").items():
         plots += [p for _, p in plot_experiment(exp_id, erows, plots_dir)]
     md = write_markdown(rows, machine, settings, docs_dir, plots_dir, results_dir)
+    readme.update(docs_dir.parent / "README.md", md)  # the README's table follows the report
     return md, plots
 
 

@@ -1,0 +1,98 @@
+"""The README's performance table, generated from docs/benchmarks.md.
+
+The README shows a few headline numbers; docs/benchmarks.md is where they are measured.
+This module reads the measured report (its "Headline ratios" rows that have a goal, and
+the kernel-only table) and writes the short table between markers in README.md, so the
+two cannot disagree: ``cogra bench`` rewrites it whenever it regenerates the report, and
+a test checks the README against the report it ships with.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+BEGIN, END = "<!-- performance: begin -->", "<!-- performance: end -->"
+
+# Families of headline rows: (label in the README, test on the report's target cell).
+FAMILIES = (
+    ("mixed-grained executor vs a GRETA-style event graph (50k events, 50% selectivity)",
+     lambda t: t.startswith("mixed-grained vs GRETA")),
+    ("sliding windows (`SLIDE 1 second`) vs tumbling, 100k-1M events",
+     lambda t: t.startswith("sliding")),
+    ("peak memory from 1M to 10M events in one window, streamed (`evaluate_batches`)",
+     lambda t: t.startswith("peak memory") and "(stream)" in t),
+)
+
+
+def _table(md: str, heading: str) -> list[list[str]]:
+    """The cells of the first table after ``heading``."""
+    at = md.find(heading)
+    if at < 0:
+        return []
+    rows = []
+    for line in md[at:].splitlines()[1:]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not set("".join(cells)) <= set("-: "):
+                rows.append(cells)
+        elif rows:
+            break
+    return rows[1:]  # without the header
+
+
+def _ratio(cell: str) -> float | None:
+    m = re.match(r"([\d,.]+)x", cell)
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}x" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f}x"
+
+
+def rows(md: str) -> list[tuple[str, str, str]]:
+    """(what, measured, goal) for the README, from the text of docs/benchmarks.md."""
+    out = []
+    kernel = _table(md, "### Kernel-only throughput")
+    if kernel:
+        counts = [int(r[1]) for r in kernel if r[1].isdigit()]
+        alls = [int(r[-1]) for r in kernel if r[-1].isdigit()]
+        out.append(("compiled kernel, one window of 2M events, `A+`, COUNT(*) / all five aggregates",
+                    f"{min(counts)}-{max(counts)} / {min(alls)}-{max(alls)} M events/s", ">= 30 M/s"))
+    headline = _table(md, "## Headline ratios")
+    for label, matches in FAMILIES:
+        found = [r for r in headline if matches(r[0]) and r[3] in ("met", "missed")]
+        ratios = [x for x in (_ratio(r[1]) for r in found) if x is not None]
+        if ratios:
+            verdicts = {r[3] for r in found}
+            out.append((label, _span(ratios) + ("" if verdicts == {"met"} else " (missed)"), found[0][2]))
+    return out
+
+
+def table(md: str) -> str:
+    lines = ["| | measured | goal |", "|---|---|---|"]
+    lines += [f"| {what} | {measured} | {goal.replace('>=', '≥').replace('<=', '≤')} |"
+              for what, measured, goal in rows(md)]
+    return "\n".join(lines)
+
+
+def block(md: str) -> str:
+    return f"{BEGIN}\n{table(md)}\n{END}"
+
+
+def update(readme: Path, benchmarks_md: Path) -> bool:
+    """Rewrite the README's table from ``benchmarks_md``; whether anything changed."""
+    if not readme.exists() or not benchmarks_md.exists():
+        return False
+    text = readme.read_text()
+    if BEGIN not in text or END not in text:
+        return False
+    a, b = text.index(BEGIN), text.index(END) + len(END)
+    new = text[:a] + block(benchmarks_md.read_text()) + text[b:]
+    if new != text:
+        readme.write_text(new)
+    return new != text
+
+
+__all__ = ["BEGIN", "END", "block", "rows", "table", "update"]
