@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import cogra
-from cogra.analysis.automaton import _repeated_automaton, build_automaton
+from cogra.analysis.automaton import build_automaton
 from cogra.errors import QueryError
 from cogra.language import parse
 from cogra.reference import evaluate_reference
@@ -107,9 +107,20 @@ def test_states_count_repetitions_and_minimize() -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(p=patterns(repeat=False))
 def test_without_repetition_the_states_are_the_variables(p) -> None:
-    """Determinizing the position automaton of unique variables changes nothing."""
-    glushkov, determinized = build_automaton(p), _repeated_automaton(p)
-    assert determinized == glushkov
+    """Where variables are unique, the automaton is the position automaton: its states are
+    the variables in pattern order, with the reference's own first / last / follow sets
+    (computed from the pattern's structure, independently)."""
+    from cogra.language.ast import pattern_variables
+    from cogra.reference_parts.patterns import first, follow, last, without_negations
+
+    a = build_automaton(p)
+    plain = without_negations(p)
+    names = [v.name for v in pattern_variables(p)]
+    assert a.names == a.state_variables == tuple(names)
+    at = {name: i for i, name in enumerate(names)}
+    assert a.start == {at[v] for v in first(plain)} and a.final == {at[v] for v in last(plain)}
+    fol = follow(plain)
+    assert a.follow == tuple(frozenset(at[v] for v in fol.get(name, ())) for name in names)
 
 
 def test_mandatory_variables_count_every_repetition() -> None:

@@ -11,8 +11,9 @@ bind one variable, and need three facts per state ``s``:
 Variables are unique within a pattern, so without bounded quantifiers the position
 (Glushkov) automaton is already deterministic over variable names and its states are the
 variables themselves.  A bounded quantifier repeats a variable under one name (``A{3,}``
-is ``SEQ(A, A, A+)`` with every event bound to ``A``): there the positions are unrolled,
-then determinized over variable names and minimized (:func:`_repeated_automaton`).  Each
+is ``SEQ(A, A, A+)`` with every event bound to ``A``): the positions are unrolled, then
+determinized over variable names and minimized (:func:`_determinized`; one construction
+for both, which gives the position automaton back where variables are unique).  Each
 prefix of a word then reaches exactly one state, so no trend is counted twice and "can
 extend" (section 3: which variables may follow depends on the whole prefix) is the
 state's own follow set.  ``A{2}`` has states ``A#1`` and ``A#2``, both binding ``A``.
@@ -33,9 +34,7 @@ from cogra.language.ast import (
     Seq,
     Star,
     Var,
-    has_repeat,
     negations,
-    pattern_variables,
 )
 
 MAX_POSITIONS = 4096
@@ -154,69 +153,14 @@ class _Glushkov:
 
 
 def build_automaton(pattern: Pattern) -> Automaton:
-    """Compile a pattern into its automaton: the position automaton (first / last /
-    follow) where variables are unique, else :func:`_repeated_automaton`."""
-    if has_repeat(pattern):
-        return _repeated_automaton(pattern)
-    variables = pattern_variables(pattern)
-    index = {v.name: i for i, v in enumerate(variables)}
-    follow: list[set[int]] = [set() for _ in variables]
-    negated = negations(pattern)
-    negation_index = {id(n): k for k, n in enumerate(negated)}
-    guards: set[tuple[int, int, int]] = set()
-
-    def visit(p: Pattern) -> _Glushkov:
-        if isinstance(p, Var):
-            i = index[p.name]
-            return _Glushkov(False, frozenset([i]), frozenset([i]))
-        if isinstance(p, Seq):
-            acc = _Glushkov(True, frozenset(), frozenset())
-            crossing: int | None = None  # the NOT just passed (the parser put parts on both sides)
-            for item in p.items:
-                if isinstance(item, Not):
-                    crossing = negation_index[id(item)]
-                    continue
-                g = visit(item)
-                for u in acc.last:
-                    follow[u] |= g.first
-                    if crossing is not None:
-                        guards.update((u, v, crossing) for v in g.first)
-                crossing = None
-                acc = _Glushkov(
-                    acc.nullable and g.nullable,
-                    acc.first | g.first if acc.nullable else acc.first,
-                    g.last | acc.last if g.nullable else g.last,
-                )
-            return acc
-        if isinstance(p, Alt):
-            gs = [visit(o) for o in p.options]
-            return _Glushkov(
-                any(g.nullable for g in gs),
-                frozenset().union(*(g.first for g in gs)),
-                frozenset().union(*(g.last for g in gs)),
-            )
-        g = visit(p.inner)
-        if isinstance(p, (Plus, Star)):
-            for u in g.last:
-                follow[u] |= g.first
-        nullable = g.nullable or isinstance(p, (Star, Opt))
-        return _Glushkov(nullable, g.first, g.last)
-
-    g = visit(pattern)
-    return Automaton(
-        names=tuple(v.name for v in variables),
-        event_types=tuple(v.event_type for v in variables),
-        start=g.first,
-        final=g.last,
-        follow=tuple(frozenset(f) for f in follow),
-        nullable=g.nullable,
-        negated=tuple(n.var for n in negated),
-        guards=tuple(sorted(guards)),
-    )
+    """Compile a pattern into its automaton (:func:`_determinized`).  Where variables are
+    unique (no bounded quantifier) it is the position automaton itself: first / last /
+    follow over the variables, in pattern order."""
+    return _determinized(pattern)
 
 
-def _repeated_automaton(pattern: Pattern) -> Automaton:
-    """The automaton of a pattern with bounded quantifiers.
+def _determinized(pattern: Pattern) -> Automaton:
+    """The automaton of a pattern, deterministic over variable names.
 
     1. Unroll: positions are variable occurrences, ``P{n,m}`` is ``n`` copies of ``P``
        then ``m - n`` optional ones, ``P{n,}`` is ``n - 1`` copies then ``P+``; build

@@ -9,9 +9,12 @@ the automaton remembers which keyed optional variables a prefix has played:
 * each state ``s`` becomes ``(s, seen)``, ``seen`` the set of those variables the prefix
   played (the flag product: deterministic, so "can extend" is unchanged under ``next``
   and ``contiguous``);
-* each final ``(s, seen)`` that trends may also continue from gets a *final copy* with the
-  same predecessors and no successors, the final one in its place: a trend ends there, and
-  continues from the original (a final state nothing follows is its own end).
+* each final ``(s, seen)`` gets a *final copy* with the same predecessors, no successors,
+  and the only final one: a trend ends there, and continues from the original.  The
+  original stays playable in every sub-stream: under ``next`` and ``contiguous`` an event
+  that ends a trend another sub-stream counts is still the first extension of the
+  partial trends before it (clearing the original's play bit made a later event their
+  first extension: too many trends).
 
 A sub-stream whose combination has values for the variables ``P`` and none for the others
 lets events play a final copy only where ``seen == P`` (``Engine.substreams`` clears the
@@ -50,8 +53,7 @@ def with_presence(a: Automaton, optional: tuple[str, ...]) -> Automaton:
                 index[q] = len(pairs)
                 pairs.append(q)
         k += 1
-    copies = [i for i, (s, _) in enumerate(pairs) if s in a.final and a.follow[s]]
-    ends = [i for i, (s, _) in enumerate(pairs) if s in a.final and not a.follow[s]]
+    copies = [i for i, (s, _) in enumerate(pairs) if s in a.final]
     n = len(pairs) + len(copies)
     copy_of = {i: len(pairs) + j for j, i in enumerate(copies)}  # original -> its final copy
     follow: list[set[int]] = [set() for _ in range(n)]
@@ -80,7 +82,7 @@ def with_presence(a: Automaton, optional: tuple[str, ...]) -> Automaton:
         names=tuple(name(i) for i in range(n)),
         event_types=tuple(a.event_types[s] for s in base),
         start=frozenset(start),
-        final=frozenset(range(len(pairs), n)) | frozenset(ends),
+        final=frozenset(range(len(pairs), n)),
         follow=tuple(frozenset(f) for f in follow),
         nullable=a.nullable,
         state_variables=tuple(a.state_variables[s] for s in base),
