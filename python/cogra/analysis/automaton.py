@@ -147,6 +147,9 @@ class Automaton:
 
 @dataclass(frozen=True)
 class _Glushkov:
+    """A sub-pattern's position sets: whether it matches nothing, where its words may start
+    and end."""
+
     nullable: bool
     first: frozenset[int]
     last: frozenset[int]
@@ -249,7 +252,6 @@ def _determinized(pattern: Pattern) -> Automaton:
         return seq(parts)
 
     g = visit(pattern)
-    n_pos = len(labels)
 
     # 2. Subset construction; subset 0 is the empty prefix.  A step's guards are those of
     # the position edges it stands for, which must agree (else the negation is ambiguous).
@@ -327,7 +329,6 @@ def _determinized(pattern: Pattern) -> Automaton:
     for v in state_variable:
         seen[v] = seen.get(v, 0) + 1
         names.append(v if counts[v] == 1 else f"{v}#{seen[v]}")
-    del n_pos
     return Automaton(
         names=tuple(names),
         event_types=tuple(types[v] for v in state_variable),
