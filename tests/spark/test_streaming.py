@@ -40,6 +40,11 @@ MIXED = ("RETURN sector, A.company, B.company, COUNT(*), AVG(B.price) PATTERN SE
          "WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price "
          "GROUP-BY sector, A.company, B.company WITHIN 20 seconds SLIDE 5 seconds")
 
+# SEMANTICS.md sections 4, 8, 9: a repetition, a negation and a key on an optional variable.
+EXTENDED = ("RETURN sector, C.company, COUNT(*), MAX(A.price) "
+            "PATTERN SEQ(Stock A{2,}, NOT Stock N, Stock B, Stock C?) SEMANTICS next "
+            "WHERE N.volume > 9000 GROUP-BY sector, C.company WITHIN 10 seconds")
+
 
 def events(n: int = 3000, seed: int = 3) -> pa.Table:
     return datasets.stock(n, seed=seed, start=START)
@@ -86,8 +91,9 @@ def stream_conf(spark):
 @pytest.mark.parametrize("query, route", [
     (SIMPLE, "dataframe"), (MIXED, "dataframe"),
     pytest.param(CARRIED, "dataframe", marks=pytest.mark.slow),  # one plan with SQL's since the shim plans both
-    (SIMPLE, "sql"), (MIXED, "sql"), (CARRIED, "sql")],
-    ids=["pattern-grained", "mixed-grained", "carried", "sql-pattern-grained", "sql-mixed-grained", "sql-carried"])
+    (SIMPLE, "sql"), (MIXED, "sql"), (CARRIED, "sql"), (EXTENDED, "sql")],
+    ids=["pattern-grained", "mixed-grained", "carried", "sql-pattern-grained", "sql-mixed-grained", "sql-carried",
+         "sql-quantifier-negation-optional-key"])
 def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query, route):
     from cogra.runtime.online import OnlineEvaluation
 
