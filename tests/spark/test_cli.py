@@ -91,7 +91,7 @@ def test_split_statements_respects_literals_and_comments():
 
 def test_the_sql_files_split_into_their_statements():
     assert len(split_statements((SQL / "setup.sql").read_text())) == 4
-    for name in ("q1.sql", "q2.sql", "q3.sql"):
+    for name in ("q1.sql", "q2.sql", "q3.sql", "rising.sql", "no_cancel.sql"):
         (statement,) = split_statements((SQL / name).read_text())
         assert statement.text.startswith("SELECT * FROM MATCH_TREND(TABLE(")
 
@@ -150,6 +150,16 @@ def test_sql_file(spark, data, views, capsys, name):
     ex = next(e for e in EXAMPLES if e.name == name)
     header = out.strip().splitlines()[0].split()
     assert header == [f.name for f in cogra.result_schema(ex.query, pq.read_schema(data / ex.table / "part-00000.parquet"))]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("name", "table"), [("rising", "activity"), ("no_cancel", "rides")])
+def test_sql_file_with_quantifiers_and_negation(spark, data, views, capsys, name, table):
+    text = (SQL / f"{name}.sql").read_text()
+    assert cli.main(["sql", "--data", str(data), "-f", str(SQL / f"{name}.sql"), "--rows", "3"]) == 0
+    query = re.search(r"MATCH_TREND\(TABLE\(\w+\), '(.*)'\)", text, re.S).group(1)
+    want = cogra.evaluate(query, pq.read_table(data / table / "part-00000.parquet"))
+    assert want.num_rows > 0 and printed_rows(capsys.readouterr().out) == [want.num_rows]
 
 
 @pytest.mark.spark
