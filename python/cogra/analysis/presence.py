@@ -65,13 +65,14 @@ def with_presence(a: Automaton, optional: tuple[str, ...]) -> Automaton:
                 follow[i].add(copy_of[j])
     start = {index[(s, seen_after(0, s))] for s in a.start}
     start |= {copy_of[i] for i in start if i in copy_of}
-    guard_of = {(u, v): k for u, v, k in a.guards}
+    guard_of: dict[tuple[int, int], list[int]] = {}
+    for u, v, k in a.guards:
+        guard_of.setdefault((u, v), []).append(k)
     guards = set()
     base = [s for s, _ in pairs] + [pairs[i][0] for i in copies]
     for i in range(n):
         for j in follow[i]:
-            if (base[i], base[j]) in guard_of:
-                guards.add((i, j, guard_of[(base[i], base[j])]))
+            guards.update((i, j, k) for k in guard_of.get((base[i], base[j]), ()))
     seen_of = [seen for _, seen in pairs] + [pairs[i][1] for i in copies]
 
     def name(i: int) -> str:
