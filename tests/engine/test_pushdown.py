@@ -75,3 +75,15 @@ def test_string_literals_with_quotes_or_backslashes_are_not_pushed(literal) -> N
     schema = pa.schema([("type", pa.string()), ("time", pa.int64()), ("x", pa.string())])
     _, where = cogra.pushdown(f"RETURN COUNT(*) PATTERN A+ WHERE A.x = {literal}", schema)
     assert where == "((`type` = 'A')) OR (`type` IS NULL)"
+
+
+@pytest.mark.parametrize("semantics", ["any", "contiguous"])
+def test_the_rows_a_negation_may_block_are_kept(semantics: str) -> None:
+    """Blockers of NOT N are read (its type and its pushable local predicates); under
+    contiguous every row of a type only under NOT is kept as well (it breaks contiguity)."""
+    q = f"RETURN COUNT(*) PATTERN SEQ(A, NOT Cancel C, B) SEMANTICS {semantics} WHERE C.x > 3 AND A.x < 2"
+    columns, where = cogra.pushdown(q, AB)
+    assert "x" in columns
+    blockers = "((`type` = 'Cancel') AND (`x` > 3))"
+    assert where == ("((`type` = 'A') AND (`x` < 2)) OR ((`type` = 'B')) OR " + blockers + " OR (`type` IS NULL)"
+                     + (" OR (`type` NOT IN ('A', 'B'))" if semantics == "contiguous" else ""))
