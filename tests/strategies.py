@@ -17,7 +17,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 
 from cogra.analysis.automaton import build_automaton
-from cogra.language.ast import Alt, Not, Opt, Plus, Repeat, Seq, Span, Star, Var, negations
+from cogra.language.ast import Alt, Not, Opt, Plus, Repeat, Seq, Span, Star, Var, matches_nothing, negations
 
 TYPES = ("A", "B", "C")
 _SPAN = Span(0, 0, 1, 1)
@@ -47,20 +47,6 @@ def render(p) -> str:
     return inner + {Plus: "+", Star: "*", Opt: "?"}[type(p)]
 
 
-def _nullable(p) -> bool:
-    if isinstance(p, Var):
-        return False
-    if isinstance(p, Seq):
-        return all(_nullable(i) for i in p.items if not isinstance(i, Not))
-    if isinstance(p, Alt):
-        return any(_nullable(o) for o in p.options)
-    if isinstance(p, (Star, Opt)):
-        return True
-    if isinstance(p, Repeat):
-        return p.low == 0 or _nullable(p.inner)
-    return _nullable(p.inner)
-
-
 @st.composite
 def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True):
     counter = iter(range(100))
@@ -81,7 +67,7 @@ def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True
             n = draw(st.integers(2, 3))
             items = [node(depth - 1) for _ in range(n)]
             # NOT N between two parts that each match an event (SEMANTICS.md section 8).
-            spots = [i for i in range(1, n) if not _nullable(items[i - 1]) and not _nullable(items[i])]
+            spots = [i for i in range(1, n) if not matches_nothing(items[i - 1]) and not matches_nothing(items[i])]
             if negation and spots and draw(st.integers(0, 2)) == 0:
                 at = draw(st.sampled_from(spots))
                 i = next(counter)

@@ -318,7 +318,6 @@ class _SubStream:
         self._first_adjacent: dict[Pair, Any] = {}
         self._adjacent: dict[tuple[Pair, Pair], bool] = {}  # memo of adjacent_ok
         self._first_extension: dict[tuple, Any] = {}
-        self.continuations = prep.continuations
 
     def adjacent_ok(self, prev: Pair, nxt: Pair) -> bool:
         """``nxt`` may follow ``prev`` under skip-till-any-match (times aside): ``V`` may
@@ -362,7 +361,7 @@ class _SubStream:
         word = tuple(v for _, v in prefix)
         key = (prefix[-1], word)
         if key not in self._first_extension:
-            allowed = self.continuations.after(word)
+            allowed = self.prep.continuations.after(word)
             ep, u = prefix[-1]
             found = None
             for e2 in self.events:
@@ -389,6 +388,7 @@ class _SubStream:
         return True
 
     def _contiguous_ok(self, prev: Pair, nxt: Pair) -> bool:
+        """Under contiguous: no event of the sub-stream strictly between ``prev`` and ``nxt``."""
         if self.prep.query.semantics is not Semantics.CONT:
             return True
         between = bisect_left(self.times, nxt[0].time) - bisect_right(self.times, prev[0].time)
@@ -403,12 +403,7 @@ class _SubStream:
         earliest = self.first_adjacent_time(prev)
         if earliest is not None and earliest < nxt[0].time:
             return False
-        if semantics is Semantics.CONT:
-            # contiguous: no event of the sub-stream strictly between e_p and e
-            between = bisect_left(self.times, nxt[0].time) - bisect_right(self.times, prev[0].time)
-            if between > 0:
-                return False
-        return True
+        return self._contiguous_ok(prev, nxt)
 
     def trends(self, budget: Budget, prune: bool) -> list[Trend]:
         players: dict[str, list[Event]] = {v: [] for v in self.prep.var_types}
@@ -604,9 +599,10 @@ def _substreams(
     # has "absent" (SEMANTICS.md section 4): the sub-stream where no event plays it, whose
     # trends have its keys NULL.  Elsewhere only the trends with it count.
     keyed = list(dict.fromkeys(var for var, _ in prep.var_keys))
+    attrs_of = {var: [attr for v, attr in prep.var_keys if v == var] for var in keyed}
     options: list[list[Any]] = []
     for var in keyed:
-        attrs = [attr for v, attr in prep.var_keys if v == var]
+        attrs = attrs_of[var]
         seen: dict[Any, Any] = {}
         for e in bucket:
             if var in base_plays[e]:
@@ -617,7 +613,7 @@ def _substreams(
         combo: dict[tuple[str, str], tuple[Any, Any]] = {}
         absent_vars = set()
         for var, choice in zip(keyed, chosen):
-            attrs = [attr for v, attr in prep.var_keys if v == var]
+            attrs = attrs_of[var]
             if choice is ABSENT:
                 absent_vars.add(var)
                 combo.update({(var, a): (None, None) for a in attrs})

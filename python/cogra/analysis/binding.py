@@ -386,16 +386,14 @@ class _Binder:
                 raise self.error(f"{r.variable} is negated (NOT {r.variable}): its events are in no trend, so "
                                  "a predicate on adjacent events may not name it; a local predicate on "
                                  f"{r.variable} alone decides which events block", r.span)
-            if named:
-                for r in cond.references:
-                    if r.variable is not None:
-                        self.column(r.attribute, r.span, "attribute")
-                negated_local[plain[0]].append(self._bind_expression(cond, plain[0]))
-                continue
             for r in cond.references:
                 if r.variable is not None:
-                    self.var_states(r.variable, r.span)
+                    if not named:
+                        self.var_states(r.variable, r.span)
                     self.column(r.attribute, r.span, "attribute")
+            if named:  # a local predicate of a negated variable: which events block
+                negated_local[plain[0]].append(self._bind_expression(cond, plain[0]))
+                continue
             if len(nexts) > 1:
                 raise self.error(
                     f"a condition may name one NEXT variable, this one names {', '.join(nexts)}", cond.span

@@ -150,6 +150,24 @@ def pattern_variables(pattern: Pattern) -> tuple[Var, ...]:
     return pattern_variables(pattern.inner)
 
 
+def matches_nothing(p: Pattern) -> bool:
+    """Whether the sub-pattern also matches the empty word (``P?``, ``P*``, ``P{0,m}``; a
+    ``NOT N`` item adds no event to a SEQ)."""
+    if isinstance(p, Var):
+        return False
+    if isinstance(p, Not):
+        return True
+    if isinstance(p, Seq):
+        return all(matches_nothing(i) for i in p.items)
+    if isinstance(p, Alt):
+        return any(matches_nothing(o) for o in p.options)
+    if isinstance(p, (Star, Opt)):
+        return True
+    if isinstance(p, Repeat) and p.low == 0:
+        return True
+    return matches_nothing(p.inner)
+
+
 def negations(pattern: Pattern) -> tuple[Not, ...]:
     """The pattern's negated events ``NOT N``, in the order they are written."""
     if isinstance(pattern, Not):

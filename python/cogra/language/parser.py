@@ -63,6 +63,7 @@ from cogra.language.ast import (
     Star,
     Var,
     Window,
+    matches_nothing,
     negations,
     pattern_variables,
 )
@@ -383,7 +384,7 @@ class _Parser:
                         if isinstance(part, Not):
                             raise self.error(f"{item.text} is next to another negation; write one NOT "
                                              "between two parts of the SEQ", item.span)
-                        if _matches_nothing(part):
+                        if matches_nothing(part):
                             raise self.error(f"the part {side} {item.text} can match nothing, so it would "
                                              "not always have events to guard; the parts right before and "
                                              "after a NOT must each match at least one event", item.span)
@@ -969,23 +970,6 @@ def _ref_text(ref: ColumnRef) -> str:
     if ref.is_next:
         return f"NEXT({ref.variable}).{ref.attribute}"
     return f"{ref.variable}.{ref.attribute}" if ref.variable else ref.attribute
-
-
-def _matches_nothing(p: Pattern) -> bool:
-    """Whether the sub-pattern also matches the empty word (``P?``, ``P*``, ``P{0,m}``)."""
-    if isinstance(p, Var):
-        return False
-    if isinstance(p, Not):
-        return True
-    if isinstance(p, Seq):
-        return all(_matches_nothing(i) for i in p.items)
-    if isinstance(p, Alt):
-        return any(_matches_nothing(o) for o in p.options)
-    if isinstance(p, (Star, Opt)):
-        return True
-    if isinstance(p, Repeat) and p.low == 0:
-        return True
-    return _matches_nothing(p.inner)
 
 
 def _dump_pattern(node: Pattern, indent: str, out: Callable[[str], None]) -> None:

@@ -359,14 +359,14 @@ class Engine:
         b = self.bound
         type_of = None  # per row: index into the distinct type names (dictionary codes)
         col = self.table.column(b.type_column) if b.type_column is not None else None
-        one_type = len(set(b.automaton.event_types) | {n.event_type for n in b.negations}) == 1
-        if col is not None and one_type and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        named_types = set(b.automaton.event_types) | {n.event_type for n in b.negations}
+        if col is not None and len(named_types) == 1 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             # The query names one event type (q3): one string comparison pass -- encoding the
             # column first took ~2 ms per 200k rows, the comparison ~0.4.  With several (q2:
             # four, and then their union) the dictionary below: a 38k-row chunk of q2 in
             # 0.56 ms, against 2.3 ms for its eight comparison passes.
             type_of = col
-            (name,) = set(b.automaton.event_types) | {n.event_type for n in b.negations}
+            (name,) = named_types
             hit = pc.fill_null(pc.equal(col, pa.scalar(name, col.type)), False).to_numpy(zero_copy_only=False)
 
             def rows_of(wanted: set) -> np.ndarray:
@@ -390,22 +390,32 @@ class Engine:
                 lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
                 return lookup[type_of]
 
-        masks = []
-        for v, event_type in enumerate(b.automaton.event_types):
+        def mask_of(event_type: str, local: Sequence) -> np.ndarray:
             mask = np.ones(self.n, dtype=bool) if type_of is None else rows_of({event_type})
-            for e in b.local[v]:
+            for e in local:
                 mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
-            masks.append(mask)
-        self.blocker_masks = []
+            return mask
+
+        # States of one variable (repetitions, presence copies) share its type and local
+        # predicates, so they share one mask (read only).
+        by_variable: dict[str, np.ndarray] = {}
+        masks = []
+        for v, variable in enumerate(b.automaton.state_variables):
+            if variable not in by_variable:
+                by_variable[variable] = mask_of(b.automaton.event_types[v], b.local[v])
+            masks.append(by_variable[variable])
+        self.blocker_masks = [mask_of(neg.event_type, neg.local) for neg in b.negations]
         """Per negation: the rows that block its guarded steps (its type, its local predicates)."""
-        for neg in b.negations:
-            mask = np.ones(self.n, dtype=bool) if type_of is None else rows_of({neg.event_type})
-            for e in neg.local:
-                mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
-            self.blocker_masks.append(mask)
         if type_of is None:
             return masks, np.zeros(self.n, dtype=bool)
         return masks, ~rows_of(set(b.automaton.event_types))
+
+    def _partition_codes(self) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`key_codes` of the plain keys, computed once per engine (the blocker counts
+        and the sub-streams both need them)."""
+        if self._plain_codes is None:
+            self._plain_codes = key_codes(self.table, self.bound.plain_keys)
+        return self._plain_codes
 
     def _blocker_counts(self) -> None:
         """The negations' derived columns (:data:`cogra.analysis.binding.NEGATION_COLUMN`):
@@ -418,7 +428,7 @@ class Engine:
         b = self.bound
         n = self.n
         if b.plain_keys:
-            pid, reps = self._plain_codes or key_codes(self.table, b.plain_keys)
+            pid, reps = self._partition_codes()
             order = _stable_order(pid, len(reps))
         else:
             pid, order = np.zeros(n, np.int64), np.arange(n, dtype=np.int64)
@@ -513,7 +523,7 @@ class Engine:
         bits_all = np.zeros(self.n, dtype=np.uint64)
         for v, mask in enumerate(self.plays_mask):
             bits_all |= mask.astype(np.uint64) << np.uint64(v)
-        pid, pid_rep = self._plain_codes or key_codes(self.table, b.plain_keys)
+        pid, pid_rep = self._partition_codes()
         order = _stable_order(pid, len(pid_rep))
         pid_sorted = pid[order]
         bounds = np.flatnonzero(np.diff(pid_sorted)) + 1
