@@ -28,7 +28,7 @@ import collections, sys
 tmp, top = sys.argv[1], int(sys.argv[2])
 addresses = open(f"{tmp}/addresses").read().split()
 names = open(f"{tmp}/names").read().splitlines()
-# "cogra::runtime::fast::mixed_ring::_tree_query[abi:...](Array<...>...) + 42 in section ..."
+# "cogra::runtime::fast::mixed_one_pass::_tree_query[abi:...](Array<...>...) + 42 in section ..."
 name = {a: ("(JIT, unresolved)" if "No symbol" in r else r.split("(")[0].split("[abi")[0].split(" + ")[0])
         for a, r in zip(addresses, names)}
 counts, total = collections.Counter(), 0

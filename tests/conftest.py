@@ -16,7 +16,8 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="module")
 def generated_kernels():
     """Make every input large enough for the per-shape generated kernels (codegen)."""
-    from cogra.runtime.fast import executor, sliding
+    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled.windows import sliding
 
     old = executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS
     executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = 0
@@ -28,11 +29,11 @@ def generated_kernels():
 def no_reuse_of_cached_kernels():
     """Which kernel runs must not depend on what this machine compiled before: only the
     size thresholds (and the fixtures that lower them) pick the generated kernels."""
-    from cogra.runtime.fast import codegen
+    from cogra.runtime.compiled.codegen import kernel_cache
 
-    codegen.REUSE_COMPILED = False
+    kernel_cache.REUSE_COMPILED = False
     yield
-    codegen.REUSE_COMPILED = True
+    kernel_cache.REUSE_COMPILED = True
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -40,7 +41,7 @@ def poisoned_uninitialised_buffers():
     """The ring kernel's shared cache and the window kernels' outputs are left
     uninitialised in production; in tests they are full of garbage, so a read of a row no
     kernel wrote changes results (channels.UNFILLED_POISON)."""
-    from cogra.runtime.fast import channels
+    from cogra.runtime.compiled import channels
 
     channels.UNFILLED_POISON = True
     yield

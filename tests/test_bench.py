@@ -163,21 +163,24 @@ def test_the_warm_up_compiles_the_generated_sliding_kernel_on_a_few_rows(monkeyp
     # lowers every threshold, so the generated sliding kernel and finish run on them.
     import cogra
     from cogra.datasets import stock
-    from cogra.runtime.fast import codegen, executor, finish, sliding
+    from cogra.runtime.compiled.codegen import kernel_cache
+    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled.finish import by_column
+    from cogra.runtime.compiled.windows import sliding
 
     before = (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
-              finish.SPECIALIZE_MIN_KEYS)
+              by_column.SPECIALIZE_MIN_KEYS)
     ran = []
-    real = codegen.sliding_for
-    monkeypatch.setattr(codegen, "sliding_for", lambda shape: ran.append(shape) or real(shape))
+    real = kernel_cache.sliding_for
+    monkeypatch.setattr(kernel_cache, "sliding_for", lambda shape: ran.append(shape) or real(shape))
     query = experiments.Q_SLIDING.format(slide=" SLIDE 1 second")
     with runner.generated_kernels_always():
         assert (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
-                finish.SPECIALIZE_MIN_KEYS) == (0, 0, 0, 0)
+                by_column.SPECIALIZE_MIN_KEYS) == (0, 0, 0, 0)
         cogra.evaluate(query, stock(runner.WARMUP_ROWS, rate=10.0), on_overflow="null")
     assert ran  # the generated sharing kernel ran (compiled, or loaded from the cache)
     assert (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
-            finish.SPECIALIZE_MIN_KEYS) == before
+            by_column.SPECIALIZE_MIN_KEYS) == before
 
 
 def test_memory_flatness_is_judged_on_the_streamed_runs() -> None:

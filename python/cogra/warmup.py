@@ -10,7 +10,7 @@ a handful of queries -- the report's q1-q3 at the demo's 20k events (some kernel
 chosen by input size), a sliding and a streamed one -- compile what every query meets.  They run in separate processes, ``jobs`` at once (the
 compiles are single-threaded).  ``scripts/setup.sh`` runs it after installing;
 the per-shape generated kernels still compile when a query first needs one (in the
-background for Spark's chunks, :mod:`cogra.runtime.fast.codegen`).
+background for Spark's chunks, :mod:`cogra.runtime.compiled.codegen`).
 """
 
 from __future__ import annotations

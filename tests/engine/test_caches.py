@@ -31,9 +31,9 @@ def test_an_unwritable_home_falls_back_to_a_writable_place(tmp_path: Path) -> No
         import warnings
         import cogra
         from cogra.datasets import stock
-        from cogra.runtime.fast import codegen
+        from cogra.runtime.compiled.codegen import kernel_cache
         from cogra.bench.runner import generated_kernels_always
-        print(codegen.cache_dir())
+        print(kernel_cache.cache_dir())
         with generated_kernels_always():
             print(cogra.evaluate("RETURN COUNT(*), SUM(B.volume) PATTERN SEQ(Stock A, Stock B) SEMANTICS next WITHIN 1 minutes",
                                  stock(500)).num_rows)
@@ -46,8 +46,8 @@ def test_an_unwritable_home_falls_back_to_a_writable_place(tmp_path: Path) -> No
 
 def test_an_unwritable_cogra_cache_is_an_error_that_says_so() -> None:
     done = run("""
-        from cogra.runtime.fast import codegen
-        codegen.cache_dir()
+        from cogra.runtime.compiled.codegen import kernel_cache
+        kernel_cache.cache_dir()
     """, COGRA_CACHE="/dev/null/kernels")
     assert done.returncode != 0
     assert "CograError: COGRA_CACHE=/dev/null/kernels is not a directory this process can write to" in done.stderr
@@ -75,7 +75,7 @@ def test_a_background_compile_ends_with_its_parent(tmp_path: Path) -> None:
     parent = run(f"""
         import os, subprocess, sys, time
         child = subprocess.Popen([sys.executable, "-c",
-            "import sys, time; from cogra.runtime.fast.codegen import _end_with; "
+            "import sys, time; from cogra.runtime.compiled.codegen.background import _end_with; "
             "from pathlib import Path; _end_with(int(sys.argv[1]), Path(sys.argv[2])); time.sleep(120)",
             str(os.getpid()), {str(lock)!r}], start_new_session=True)
         time.sleep(2)  # the child arms its signal

@@ -143,7 +143,7 @@ def test_irrelevant_and_filtered_events() -> None:
 def test_q1_folded_equals_per_event_kernel(slide, monkeypatch) -> None:
     """The report's q1 on generated activity data: folded (and shared when sliding) vs the
     per-event kernel it replaces."""
-    from cogra.runtime.fast import sliding
+    from cogra.runtime.compiled.windows import sliding
 
     q = f"""RETURN patient, MIN(M.rate), MAX(M.rate), COUNT(*) PATTERN Measurement M+
     SEMANTICS contiguous WHERE [patient] AND M.rate < NEXT(M).rate AND M.activity = passive

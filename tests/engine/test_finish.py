@@ -1,4 +1,4 @@
-"""The column-wise finish (cogra.runtime.fast.finish) gives the row path's result.
+"""The column-wise finish (cogra.runtime.compiled.finish.by_column) gives the row path's result.
 
 The property tests in test_properties.py already run it against the reference (it is
 the default wherever the kernels run); here it is compared with the row path on the
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import cogra
 from cogra.datasets import events, stock
-from cogra.runtime.fast import finish
+from cogra.runtime.compiled.finish import by_column
 from tests.compare import assert_same_result
 from tests.strategies import cases
 
@@ -29,9 +29,9 @@ COMMON = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Health
 
 @pytest.fixture(autouse=True, params=["compiled", "numpy"])
 def rules(request, monkeypatch) -> str:
-    """Every test runs the compiled common cases (finish_kernels, the numpy rules for the
+    """Every test runs the compiled common cases (common_cases, the numpy rules for the
     keys they leave) and the numpy rules alone."""
-    monkeypatch.setattr(finish, "COMPILED", request.param == "compiled")
+    monkeypatch.setattr(by_column, "COMPILED", request.param == "compiled")
     return request.param
 
 
@@ -39,12 +39,12 @@ def both_paths(query: str, table: pa.Table, **kw) -> tuple[pa.Table, pa.Table]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cogra.CograDataWarning)
         columnar = cogra.evaluate(query, table, **kw)
-        old = finish.ENABLED
-        finish.ENABLED = False
+        old = by_column.ENABLED
+        by_column.ENABLED = False
         try:
             rows = cogra.evaluate(query, table, **kw)
         finally:
-            finish.ENABLED = old
+            by_column.ENABLED = old
     return columnar, rows
 
 
@@ -84,13 +84,13 @@ def test_undecided_windows_take_the_row_path_among_decided_ones(monkeypatch) -> 
     table = pa.table({"type": ["A"] * n, "time": list(range(n)), "x": [1 - 2 * (i % 2) for i in range(n)]})
     query = "RETURN SUM(A.x), COUNT(*) PATTERN A+ WITHIN 100 seconds SLIDE 10 seconds"
     slow: list[int] = []
-    original = finish._row_path_table
+    original = by_column._row_path_table
 
     def spy(engine, fast, subs, wins, out, keyed, keys, *rest):
         slow.append(len(keys))
         return original(engine, fast, subs, wins, out, keyed, keys, *rest)
 
-    monkeypatch.setattr(finish, "_row_path_table", spy)
+    monkeypatch.setattr(by_column, "_row_path_table", spy)
     columnar, rows = both_paths(query, table, on_overflow="null")
     assert slow and 0 < slow[0] < columnar.num_rows  # some keys each way
     assert columnar.equals(rows)
@@ -143,7 +143,7 @@ def test_group_column_equals_arrow_take(values, data) -> None:
     (taken by Arrow), every row count including none."""
     distinct = pa.array(values, type=pa.string())
     gid = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=40)), np.int64)
-    got = finish.group_column(distinct, gid)
+    got = by_column.group_column(distinct, gid)
     assert got.type == pa.string()
     assert got.to_pylist() == distinct.take(pa.array(gid, pa.int64())).to_pylist()
     got.validate(full=True)
@@ -158,11 +158,11 @@ def test_group_column_of_one_width_equals_arrow_take(width: int, wide: bool, dat
     values = data.draw(st.lists(st.text(chars, min_size=size, max_size=size), min_size=1, max_size=6))
     distinct = pa.array(values, type=pa.string())
     gid = np.array(data.draw(st.lists(st.integers(0, len(values) - 1), max_size=40)), np.int64)
-    got = finish.group_column(distinct, gid)
+    got = by_column.group_column(distinct, gid)
     assert got.to_pylist() == distinct.take(pa.array(gid, pa.int64())).to_pylist()
     got.validate(full=True)
 
 
 def test_group_column_of_other_types_is_taken() -> None:
     distinct = pa.array([3, 1, 2], pa.int32())
-    assert finish.group_column(distinct, np.array([2, 2, 0])).to_pylist() == [2, 2, 3]
+    assert by_column.group_column(distinct, np.array([2, 2, 0])).to_pylist() == [2, 2, 3]

@@ -1,5 +1,5 @@
-"""The compiled common cases of the column-wise finish (finish_kernels) agree with the
-numpy rules (finish.numpy_item_columns) on every key, for kernel outputs built to sit
+"""The compiled common cases of the column-wise finish (common_cases) agree with the
+numpy rules (by_column.numpy_item_columns) on every key, for kernel outputs built to sit
 on the rules' thresholds: residues that are the value or wrapped past 2**64, bounds
 just below and above FITS / RESOLVABLE / 2**64, rescaled windows whose bounds fell
 below TINY, NaN, cancelling sums, exact averages around 2**53, split float sums, and
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from numba import njit
 
 import cogra
-from cogra.runtime.fast import finish
-from cogra.runtime.fast import finish_kernels as fk
-from cogra.runtime.fast.channels import KernelOut
+from cogra.runtime.compiled.finish import by_column
+from cogra.runtime.compiled.finish import common_cases as fk
+from cogra.runtime.compiled.channels import KernelOut
 
 QUERY = ("RETURN g, COUNT(*), COUNT(A), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f), MIN(A.x)\n"
          "PATTERN A+\nWHERE [g]\nGROUP-BY g\nWITHIN 10 seconds SLIDE 5 seconds")
@@ -33,11 +33,11 @@ KINDS = {QUERY: {"int", "isum", "fsplit", "fcount", "inf", "x"},  # fcount: the 
 
 
 @pytest.fixture(scope="module", params=[QUERY, AVERAGES], ids=["exact", "averages"])
-def context(request) -> finish.Context:
+def context(request) -> by_column.Context:
     """The query's real finish context (a float attribute spanning enough to be split)."""
     query = request.param
     captured: dict = {}
-    original = finish.item_columns
+    original = by_column.item_columns
 
     def spy(ctx, out, keyed):
         captured["ctx"] = ctx
@@ -45,11 +45,11 @@ def context(request) -> finish.Context:
 
     table = pa.table({"type": ["A"] * 4, "time": [0, 1, 2, 3], "g": [1, 1, 2, 2],
                       "x": [3, -5, 7, 1], "f": [0.1, 1e6, 2.5, 3.25]})
-    finish.item_columns = spy
+    by_column.item_columns = spy
     try:
         cogra.evaluate(query, table)
     finally:
-        finish.item_columns = original
+        by_column.item_columns = original
     ctx = captured["ctx"]
     assert {entry[0] for entry in ctx.chan.slot_map} == KINDS[query]
     return ctx
@@ -58,23 +58,23 @@ def context(request) -> finish.Context:
 @pytest.fixture(params=["generic", "generated"])
 def decoder(request, monkeypatch) -> list:
     """A window per key finishes with the generic decode and item loops or the pass
-    generated for the query's slots and items (codegen_decode); the list collects the
+    generated for the query's slots and items (window_finish); the list collects the
     generated ones that ran."""
-    from cogra.runtime.fast import codegen
+    from cogra.runtime.compiled.codegen import kernel_cache
 
     ran: list = []
     if request.param == "generated":
-        monkeypatch.setattr(finish, "SPECIALIZE_MIN_KEYS", 0)
-        original = codegen.finisher_for
+        monkeypatch.setattr(by_column, "SPECIALIZE_MIN_KEYS", 0)
+        original = kernel_cache.finisher_for
 
         def spy(shape):
             ran.append(shape)
             return original(shape)
 
-        monkeypatch.setattr(codegen, "finisher_for", spy)
+        monkeypatch.setattr(kernel_cache, "finisher_for", spy)
     else:
-        monkeypatch.setattr(finish, "SPECIALIZE_MIN_KEYS", 1 << 62)
-        monkeypatch.setattr(codegen, "REUSE_COMPILED", False)
+        monkeypatch.setattr(by_column, "SPECIALIZE_MIN_KEYS", 1 << 62)
+        monkeypatch.setattr(kernel_cache, "REUSE_COMPILED", False)
     ran.append(request.param)
     return ran
 
@@ -108,7 +108,7 @@ def _residues(rng: np.random.Generator, n: int) -> np.ndarray:
     return out
 
 
-def random_out(rng: np.random.Generator, ctx: finish.Context, windows: int) -> KernelOut:
+def random_out(rng: np.random.Generator, ctx: by_column.Context, windows: int) -> KernelOut:
     chan = ctx.chan
     out = KernelOut.zeros(windows, chan)
     out.i[:] = _residues(rng, out.i.size).reshape(out.i.shape)
@@ -138,29 +138,29 @@ def random_out(rng: np.random.Generator, ctx: finish.Context, windows: int) -> K
     return out
 
 
-def random_keyed(rng: np.random.Generator, out: KernelOut, merged: bool) -> finish.Keyed:
+def random_keyed(rng: np.random.Generator, out: KernelOut, merged: bool) -> by_column.Keyed:
     w = len(out.r)
     seg = np.arange(w) // 3 if not merged else rng.integers(0, 4, w)
     groups = [(int(s % 2) if merged else int(s),) for s in range(int(seg.max()) + 1)]
     start = np.arange(w) % 3 * 5 if not merged else rng.integers(0, 3, w) * 5
-    return finish.keyed_windows(groups, seg, start, out)
+    return by_column.keyed_windows(groups, seg, start, out)
 
 
-def compare(ctx: finish.Context, out: KernelOut, keyed: finish.Keyed) -> int:
+def compare(ctx: by_column.Context, out: KernelOut, keyed: by_column.Keyed) -> int:
     """Asserts equal columns; returns how many keys the compiled pass decided itself."""
-    numpy_cols = finish.numpy_item_columns(ctx, out, keyed)
+    numpy_cols = by_column.numpy_item_columns(ctx, out, keyed)
     left: list = []
-    original = finish._take_numpy_rules
+    original = by_column._take_numpy_rules
 
     def spy(ctx_, out_, keyed_, keys, cols):
         left.append(len(keys))
         return original(ctx_, out_, keyed_, keys, cols)
 
-    finish._take_numpy_rules = spy
+    by_column._take_numpy_rules = spy
     try:
-        compiled_cols = finish._compiled_item_columns(ctx, out, keyed)
+        compiled_cols = by_column._compiled_item_columns(ctx, out, keyed)
     finally:
-        finish._take_numpy_rules = original
+        by_column._take_numpy_rules = original
     for i, (a, b) in enumerate(zip(compiled_cols, numpy_cols)):
         if a is None or isinstance(a.values, pa.Array):
             assert b is None or a.values.equals(b.values)
@@ -188,7 +188,7 @@ def test_a_key_of_one_window_among_merged_keys_decides_as_its_window(context, de
     # Found by the property test above: a key holding one window, where other keys merge
     # several, with a split float sum between 2**92 and 2**96 (big for one window, not for
     # a merged sum). decode_slots decides such a key by its window's own rule; the numpy
-    # rules applied the merged one (undecided). They now agree (finish.merged_number).
+    # rules applied the merged one (undecided). They now agree (by_column.merged_number).
     rng = np.random.default_rng(1267)
     out = random_out(rng, context, 60)
     compare(context, out, random_keyed(rng, out, True))
@@ -246,17 +246,17 @@ def test_segments_longer_than_a_tile_are_decoded_in_tiles(context, decoder) -> N
     # Three segments of 600, 900 and 1400 windows (tiles of 512: the longest, last one
     # spans three), unreached windows at a tile's edges and inside; every key decided,
     # as the numpy rules decide it.
-    from cogra.runtime.fast import finish_kernels
+    from cogra.runtime.compiled.finish import common_cases
 
     lengths = [600, 900, 1400]
-    assert lengths[-1] > 2 * finish_kernels.TILE
+    assert lengths[-1] > 2 * common_cases.TILE
     n = sum(lengths)
     rng = np.random.default_rng(7)
     out = consistent_out(rng, context, n)
     out.r[[0, 511, 512, 599, 600 + 5, 1499, 1500 + 1023, 1500 + 1024, n - 1]] = False
     seg = np.repeat(np.arange(3), lengths)
     start = np.concatenate([np.arange(m) * 5 for m in lengths])
-    keyed = finish.keyed_windows([(0,), (1,), (2,)], seg, start, out)
+    keyed = by_column.keyed_windows([(0,), (1,), (2,)], seg, start, out)
     assert len(keyed.windows) == len(keyed.first) == n - 9
     assert compare(context, out, keyed) == len(keyed.first)
     decoded_by(decoder)
@@ -269,7 +269,7 @@ def test_shared_rows_finish_as_their_windows_would(context, decoder, seed: int) 
     # (KernelOut.row_first): each row is decoded once and written to each of its windows'
     # keys.  The columns equal those of the same channels with a row per window, and the
     # numpy rules' (compare), with unreached rows, and rows of one window or of hundreds.
-    from cogra.runtime.fast import finish_kernels
+    from cogra.runtime.compiled.finish import common_cases
 
     rng = np.random.default_rng(seed)
     lengths = [700, 1300, 40]
@@ -283,18 +283,18 @@ def test_shared_rows_finish_as_their_windows_would(context, decoder, seed: int) 
     per_window = shared.per_window()
     assert per_window.row_first is None and len(per_window.e) == len(seg)
     groups = [(0,), (1,), (2,)]
-    keyed = finish.keyed_windows(groups, seg, start, shared)
+    keyed = by_column.keyed_windows(groups, seg, start, shared)
     assert keyed.window_key is not None
     if seed % 2:  # short rows: a segment's rows span several tiles
-        assert np.bincount(seg[row_first[:-1]]).max() > finish_kernels.TILE
+        assert np.bincount(seg[row_first[:-1]]).max() > common_cases.TILE
     else:  # long rows: a row's windows span more keys than a tile has rows
-        assert np.diff(row_first).max() > finish_kernels.TILE
-    theirs = finish.keyed_windows(groups, seg, start, per_window)
+        assert np.diff(row_first).max() > common_cases.TILE
+    theirs = by_column.keyed_windows(groups, seg, start, per_window)
     assert np.array_equal(keyed.start, theirs.start) and np.array_equal(keyed.gid, theirs.gid)
     assert np.array_equal(per_window.e[theirs.windows], shared.e[keyed.windows])  # rows, not windows
     compare(context, shared, keyed)
-    ours = finish._compiled_item_columns(context, shared, keyed)
-    for a, b in zip(ours, finish._compiled_item_columns(context, per_window, theirs)):
+    ours = by_column._compiled_item_columns(context, shared, keyed)
+    for a, b in zip(ours, by_column._compiled_item_columns(context, per_window, theirs)):
         if a is None or isinstance(a.values, pa.Array):
             continue
         for name in ("null", "overflow", "undecided"):
@@ -307,7 +307,7 @@ def test_shared_rows_finish_as_their_windows_would(context, decoder, seed: int) 
 def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
     # The scale bits of approximate sums depend on the data: read at run time, they do not
     # make a new finisher; a slot's kind or columns, or an item's operation, do.
-    from cogra.runtime.fast import codegen_decode as gen
+    from cogra.runtime.compiled.codegen import window_finish as gen
 
     slots = np.array([[fk.KIND_COUNT, 0, 0, 0, 0, 0, 0], [fk.KIND_APPROX_SUM, 0, 1, 1, 48, 0, 0],
                       [fk.KIND_APPROX_COUNT, 0, 2, 2, 0, 0, 0]], np.int64)
@@ -328,11 +328,11 @@ def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
-    # finish_kernels.keys_by_start merges the segments' runs by (start, group rank); where
+    # common_cases.keys_by_start merges the segments' runs by (start, group rank); where
     # it applies, the keys are those keyed_windows gets by sorting, and each window's key
     # is its place among them.  Rows may be shared by consecutive windows of a segment
     # (KernelOut.row_first): then ``reached`` is per row.
-    from cogra.runtime.fast import finish_kernels as fk
+    from cogra.runtime.compiled.finish import common_cases as fk
 
     n_seg = data.draw(st.integers(1, 6))
     spread = data.draw(st.sampled_from([1, 1, 1000]))  # sparse starts may exceed the sweep's budget
@@ -378,7 +378,7 @@ def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:
 
 
 def test_keys_by_start_refuses_windows_out_of_walk_order() -> None:
-    from cogra.runtime.fast import finish_kernels as fk
+    from cogra.runtime.compiled.finish import common_cases as fk
 
     seg = np.array([0, 0, 1], np.int64)
     reached = np.ones(3, bool)

@@ -1,4 +1,4 @@
-"""The ring kernel's fused batches (``mixed_ring._fused_batch``) against the rows they replace.
+"""The ring kernel's fused batches (``mixed_one_pass._fused_batch``) against the rows they replace.
 
 A batch whose events all play one type-grained variable updates that variable's lane
 totals in one pass per channel instead of building, contributing and adding a row per
@@ -14,9 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from cogra.runtime.fast import mixed_ring
-from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
-from cogra.runtime.fast.kernels import RESCALE_ABOVE
+from cogra.runtime.compiled.windows import mixed_one_pass
+from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE
 from tests.compare import assert_same_result
 from tests.engine.test_mixed_sliding import RING, compiled, exact, grouped
 from tests.engine.test_sliding import forced
@@ -130,7 +130,7 @@ def _case(rng: np.random.Generator, nv: int, lanes: int, n_events: int, mask_bit
 
 def _fused(case: dict, fusable: np.ndarray) -> int:
     lanes = case["si"].shape[2]
-    return mixed_ring._fused_batch(
+    return mixed_one_pass._fused_batch(
         case["i"], case["j"], case["plays"], case["pair_ok"], case["nv"], case["pred_ptr"],
         case["pred_idx"], case["start_bits"], case["prog"], case["op_ptr"], case["a_int"],
         case["a_flt"], case["a_valid"], case["rows"], case["si"], case["sf"], case["li"],
@@ -203,7 +203,7 @@ def test_fusable_variables() -> None:
     pred_ptr = np.cumsum([0] + [len(p) for p in preds]).astype(np.int64)
     pred_idx = np.array([u for p in preds for u in p], np.int64)
     prog, op_ptr = _program(nv)
-    got = mixed_ring._fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr)
+    got = mixed_one_pass._fusable_variables(nv, pred_ptr, pred_idx, pair_of, prog, op_ptr)
     assert got.tolist() == [False, True, True, False]
 
 

@@ -89,9 +89,9 @@ def test_a_bundle_is_read_only_where_numba_python_and_cpu_fit(tmp_path: Path, mo
 
 
 def test_entries_are_laid_out_by_the_source_directory_in_the_package(tmp_path: Path) -> None:
-    from cogra.runtime.fast import mixed_ring
+    from cogra.runtime.compiled.windows import mixed_one_pass
 
-    assert kernel_bundle.entry_dir(tmp_path, Path(mixed_ring.__file__)) == tmp_path / "runtime" / "fast"
+    assert kernel_bundle.entry_dir(tmp_path, Path(mixed_one_pass.__file__)) == tmp_path / "runtime" / "compiled" / "windows"
     assert kernel_bundle.entry_dir(tmp_path, tmp_path / "elsewhere.py") is None
 
 

@@ -118,7 +118,7 @@ def test_short_strings_are_coded_by_a_compiled_dictionary() -> None:
     # string type, and a long string late in the array (the compiled coder gives up there;
     # Arrow codes the column): the same codes as a dictionary encoding.
     from cogra.runtime.engine import _dictionary_codes
-    from cogra.runtime.substream_kernels import short_string_codes
+    from cogra.runtime.compiled.substream_split import short_string_codes
 
     rng = np.random.default_rng(3)
     values = [f"v{i}" for i in rng.integers(0, 6000, 20_000)]

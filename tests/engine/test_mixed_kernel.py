@@ -78,7 +78,7 @@ def test_random_comparisons_and_windows(op, other, pattern, kept, n, distinct, s
 def test_rank_radix_sort_is_a_stable_sort(keys) -> None:
     # Block ranks are sorted by an LSD radix sort whose tags (positions) must keep their
     # order among equal keys: a position's rank is read back through its tag.
-    from cogra.runtime.fast.mixed_kernels import RADIX_BITS, _radix_sort_into
+    from cogra.runtime.compiled.aggregators.mixed_grained import RADIX_BITS, _radix_sort_into
 
     n = len(keys)
     k = np.asarray(keys + [7, 7], np.int64)  # scratch beyond n must be left alone
@@ -97,7 +97,7 @@ def test_rank_radix_sort_is_a_stable_sort(keys) -> None:
 def test_unique_inverse_ranks_every_value(values) -> None:
     # Global ranks of a predicate's values: distinct values ascending, each row's rank
     # points at its own value, and -0.0 == 0.0 is one value (a positive zero).
-    from cogra.runtime.fast.mixed_kernels import unique_inverse
+    from cogra.runtime.compiled.aggregators.mixed_grained import unique_inverse
 
     x = np.asarray(values, np.float64)
     vals, inverse = unique_inverse(x)
@@ -111,7 +111,7 @@ def test_unique_inverse_ranks_every_value(values) -> None:
 def test_unique_inverse_of_keys_too_wide_or_nan_is_numpys(values) -> None:
     # Keys spanning 2**63 or more, and NaN, take np.unique (the radix keys would overflow
     # or have no order): the same answer as np.unique's.
-    from cogra.runtime.fast.mixed_kernels import unique_inverse
+    from cogra.runtime.compiled.aggregators.mixed_grained import unique_inverse
 
     x = np.asarray(values, np.float64)
     vals, inverse = unique_inverse(x)
@@ -122,7 +122,7 @@ def test_unique_inverse_of_keys_too_wide_or_nan_is_numpys(values) -> None:
 def test_dense_bounds_equal_the_binary_searches() -> None:
     """pair_ranges' table over a small range of whole numbers (a negation's blocker counts)
     gives the ranks searchsorted gives, values outside the range and NaN included."""
-    from cogra.runtime.fast.mixed_kernels import _dense_bounds
+    from cogra.runtime.compiled.aggregators.mixed_grained import _dense_bounds
 
     rng = np.random.default_rng(0)
     for _ in range(300):

@@ -1,5 +1,5 @@
 """Mixed-grained sliding windows: all windows in one pass over a ring of lanes by start
-pane (fast/mixed_ring.py), or a group of windows per pass (fast/mixed_sliding.py).
+pane (compiled/mixed_one_pass.py), or a group of windows per pass (compiled/mixed_grouped.py).
 
 Both kernels keep every state as lanes by start pane and read a window from the lanes
 that started inside it.  They must return exactly what the exact Python executor returns
@@ -24,7 +24,9 @@ from hypothesis import strategies as st
 import cogra
 from cogra.datasets import stock
 from cogra.examples import Q3
-from cogra.runtime.fast import mixed_ring, mixed_sliding, sliding
+from cogra.runtime.compiled.windows import mixed_one_pass
+from cogra.runtime.compiled.windows import mixed_grouped
+from cogra.runtime.compiled.windows import sliding
 from tests.compare import assert_same_result
 from tests.engine.test_mixed_kernel import random_stream
 from tests.engine.test_sliding import forced
@@ -41,7 +43,7 @@ def grouped(lanes: int):
     """The grouped kernel with groups of ``lanes`` windows, or the ring kernel if ``lanes``
     is :data:`RING`; yields the list of calls of the chosen kernel."""
     calls = []
-    module, name = (mixed_ring, "run_mixed_ring") if lanes == RING else (mixed_sliding, "run_mixed_sliding")
+    module, name = (mixed_one_pass, "run_mixed_ring") if lanes == RING else (mixed_grouped, "run_mixed_sliding")
     real = getattr(module, name)
     old = sliding.GROUP_LANES, sliding.RING
 
@@ -128,7 +130,7 @@ def test_q3_shared_equals_per_window_kernel(lanes) -> None:
 def test_huge_counts_fall_back_per_window(monkeypatch, lanes) -> None:
     # Strictly increasing values: every subset is a trend, 2**n per window -- past 2**600
     # the group is redone window by window (COUNT overflows to NULL, AVG stays exact).
-    from cogra.runtime.fast.executor import FastExecutor
+    from cogra.runtime.compiled.executor import FastExecutor
 
     redone = []
     real = FastExecutor.run_raw
@@ -151,7 +153,7 @@ def test_ring_over_budget_uses_groups(monkeypatch) -> None:
     # Where the ring's trees would not fit RING_MAX_BYTES, the grouped kernel runs instead.
     table = stock(1500, rate=2.0)
     ring_calls = []
-    monkeypatch.setattr(mixed_ring, "run_mixed_ring", lambda *args: ring_calls.append(1))
+    monkeypatch.setattr(mixed_one_pass, "run_mixed_ring", lambda *args: ring_calls.append(1))
     monkeypatch.setattr(sliding, "RING_MAX_BYTES", 0)
     with grouped(16) as group_calls:
         sliding.RING = True  # grouped() turned it off; only the budget may now rule the ring out

@@ -23,9 +23,10 @@ import cogra
 from cogra.examples import Q3
 from cogra.reference import evaluate_reference
 from cogra.runtime.engine import Engine
-from cogra.runtime.fast import finish, sliding
-from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT
-from cogra.runtime.fast.executor import FastExecutor
+from cogra.runtime.compiled.finish import by_column
+from cogra.runtime.compiled.windows import sliding
+from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT
+from cogra.runtime.compiled.executor import FastExecutor
 from tests.compare import assert_compiled_equals_reference, assert_same_result
 
 
@@ -155,7 +156,7 @@ def test_integer_averages_below_2_53_are_the_correctly_rounded_quotient(monkeypa
     # Counts and integer sums below 2**53 are exact in doubles, so the average is the
     # exact quotient rounded once -- the very double the Python path gives (not 1e-15 off),
     # through the compiled finish and through the numpy rules.
-    monkeypatch.setattr(finish, "COMPILED", compiled)
+    monkeypatch.setattr(by_column, "COMPILED", compiled)
     rng = np.random.default_rng(3)
     n = 40
     x = rng.integers(-10**6, 10**6, n)

@@ -1,4 +1,4 @@
-"""The ring kernel's runs generated per query shape (fast/codegen_ring.py).
+"""The ring kernel's runs generated per query shape (compiled/codegen/pane_loading.py).
 
 Sliding windows with a shared kept variable: the representatives compute that variable's
 lane totals (its Fenwick trees) and save them after each batch; every sub-stream loads
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cogra.datasets import stock
 from cogra.examples import Q3
-from cogra.runtime.fast import codegen
+from cogra.runtime.compiled.codegen import window_kernel
 from tests.compare import assert_same_result
 from tests.engine.test_shared_rows import evaluate, keyed_stream, sliding_stream, watched
 from tests.engine.test_sliding import forced
@@ -30,7 +30,7 @@ from tests.engine.test_sliding import forced
 @contextlib.contextmanager
 def generic_only():
     """The generic ring kernel for every run (the generated runs' size threshold out of reach)."""
-    from cogra.runtime.fast import executor
+    from cogra.runtime.compiled import executor
 
     old = executor.SPECIALIZE_MIN_EVENTS
     executor.SPECIALIZE_MIN_EVENTS = 10**12
@@ -196,12 +196,12 @@ def test_events_without_the_compared_value(query, generated_kernels) -> None:
 def test_the_generated_source_unrolls_the_shape() -> None:
     # One lane loop per variable, over constants: q3's B updates its three float channels
     # in one loop reading A's loaded count and its own, with no live-channel lists.
-    from cogra.runtime.fast.codegen import Shape
+    from cogra.runtime.compiled.codegen.query_shape import Shape
 
     shape = Shape(mode=0, nv=2, preds=((0,), (0, 1)), start=(0,), final=(1,),
                   ops=((1, 2, 0, -1, 1, -1), (1, 3, 0, -1, 2, -1)), n_i=1, n_f=3, x_is_min=(),
                   pair_checks=(), loads=(0, (), (0,), ()), live=(((), ()), ((0,), (0, 1, 2))))
-    text = codegen.generate(shape)
+    text = window_kernel.generate(shape)
     start = text.index("def ring_loading(")
     body = text[start:text.index("@njit", start)]
     assert "cnt_f = s0_f0[ln] + s1_f0[ln]" in body  # the loaded row copied (lanes expired since)
@@ -213,13 +213,13 @@ def test_the_generated_source_unrolls_the_shape() -> None:
 def test_the_generated_representatives_run_unrolls_the_shape() -> None:
     # q3's representatives: A's float count is its one live channel and the suffix tree
     # (prices above the new one) its one tree -- constants, not lists read per lane.
-    from cogra.runtime.fast.codegen import Shape
+    from cogra.runtime.compiled.codegen.query_shape import Shape
 
     shape = Shape(mode=0, nv=2, preds=((0,), (0, 1)), start=(0,), final=(1,),
                   ops=((1, 2, 0, -1, 1, -1), (1, 3, 0, -1, 2, -1)), n_i=1, n_f=3, x_is_min=(),
                   pair_checks=(), loads=(0, (), (0,), ()), live=(((), ()), ((0,), (0, 1, 2))),
                   saves=(0, 2, (), (0,)))
-    text = codegen.generate(shape)
+    text = window_kernel.generate(shape)
     start = text.index("def ring_saving_loop(")
     end = text.find("@njit", start)
     body = text[start:end if end >= 0 else len(text)]

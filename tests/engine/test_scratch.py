@@ -1,4 +1,4 @@
-"""The evaluation's pool of working arrays (cogra.runtime.fast.scratch)."""
+"""The evaluation's pool of working arrays (cogra.runtime.compiled.scratch)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import mmap
 import numpy as np
 import pytest
 
-from cogra.runtime.fast import scratch
+from cogra.runtime.compiled import scratch
 
 
 def test_a_pool_reuses_its_buffer_per_name_and_grows_it() -> None:

@@ -1,5 +1,5 @@
 """A kept variable's totals shared between the sub-streams that hold its events
-(fast/shared_rows.py).
+(compiled/kept_totals.py).
 
 In q3 the sub-streams (a, a), (a, b) of a sector hold the same events for A, whose kept
 states cost the Fenwick-tree work.  With tumbling windows (or none) they are computed once
@@ -25,7 +25,10 @@ from hypothesis import strategies as st
 import cogra
 from cogra.datasets import stock
 from cogra.examples import Q3
-from cogra.runtime.fast import codegen, mixed_kernels, mixed_ring, shared_rows
+from cogra.runtime.compiled.codegen import kernel_cache
+from cogra.runtime.compiled.aggregators import mixed_grained
+from cogra.runtime.compiled.windows import mixed_one_pass
+from cogra.runtime.compiled.sharing import kept_totals
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import forced
 
@@ -34,17 +37,17 @@ OPS = ["<", "<=", ">", ">=", "=", "<>"]
 
 @contextlib.contextmanager
 def watched():
-    """Yields a dict counting the runs: ``shared`` (shared_rows.run_raw returned a result),
-    ``generated`` (its loading run used the generated kernel), ``ring`` (shared_rows.run_ring
+    """Yields a dict counting the runs: ``shared`` (kept_totals.run_raw returned a result),
+    ``generated`` (its loading run used the generated kernel), ``ring`` (kept_totals.run_ring
     returned a result), ``ring_generated`` (a ring loading run called the generated one,
-    codegen_ring), ``ring_generic`` (the generic ring kernel ran a loading run: the
+    pane_loading), ``ring_generic`` (the generic ring kernel ran a loading run: the
     generated one was not used or handed it back), ``saving_generated`` and
     ``saving_generic`` (the same for the ring's representatives' runs)."""
     seen = {"shared": 0, "generated": 0, "ring": 0, "ring_generated": 0, "ring_generic": 0,
             "saving_generated": 0, "saving_generic": 0}
-    real_run, real_ring, real_loading = shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for
-    real_ring_loading, real_mixed_ring = codegen.ring_loading_for, mixed_ring.run_mixed_ring
-    real_ring_saving = codegen.ring_saving_for
+    real_run, real_ring, real_loading = kept_totals.run_raw, kept_totals.run_ring, kernel_cache.kernel_loading_for
+    real_ring_loading, real_mixed_ring = kernel_cache.ring_loading_for, mixed_one_pass.run_mixed_ring
+    real_ring_saving = kernel_cache.ring_saving_for
 
     def run(*args):
         out = real_run(*args)
@@ -67,32 +70,32 @@ def watched():
         return kernel_for
 
     def mixed(*args):
-        seen["ring_generic"] += args[-5] == mixed_kernels.SHARE_TAKE  # share_mode
-        seen["saving_generic"] += args[-5] == mixed_kernels.SHARE_SAVE
+        seen["ring_generic"] += args[-5] == mixed_grained.SHARE_TAKE  # share_mode
+        seen["saving_generic"] += args[-5] == mixed_grained.SHARE_SAVE
         return real_mixed_ring(*args)
 
-    shared_rows.run_raw, shared_rows.run_ring = run, ring
-    codegen.kernel_loading_for = counting(real_loading, "generated")
-    codegen.ring_loading_for = counting(real_ring_loading, "ring_generated")
-    codegen.ring_saving_for = counting(real_ring_saving, "saving_generated")
-    mixed_ring.run_mixed_ring = mixed
+    kept_totals.run_raw, kept_totals.run_ring = run, ring
+    kernel_cache.kernel_loading_for = counting(real_loading, "generated")
+    kernel_cache.ring_loading_for = counting(real_ring_loading, "ring_generated")
+    kernel_cache.ring_saving_for = counting(real_ring_saving, "saving_generated")
+    mixed_one_pass.run_mixed_ring = mixed
     try:
         yield seen
     finally:
-        shared_rows.run_raw, shared_rows.run_ring, codegen.kernel_loading_for = real_run, real_ring, real_loading
-        codegen.ring_loading_for, mixed_ring.run_mixed_ring = real_ring_loading, real_mixed_ring
-        codegen.ring_saving_for = real_ring_saving
+        kept_totals.run_raw, kept_totals.run_ring, kernel_cache.kernel_loading_for = real_run, real_ring, real_loading
+        kernel_cache.ring_loading_for, mixed_one_pass.run_mixed_ring = real_ring_loading, real_mixed_ring
+        kernel_cache.ring_saving_for = real_ring_saving
 
 
 def evaluate(query: str, table: pa.Table, *, compiled: bool = True, share: bool = True) -> pa.Table:
-    old = shared_rows.ENABLED
-    shared_rows.ENABLED = share
+    old = kept_totals.ENABLED
+    kept_totals.ENABLED = share
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", cogra.CograDataWarning)
             return cogra.evaluate(query, table, compiled=compiled, on_overflow="null")
     finally:
-        shared_rows.ENABLED = old
+        kept_totals.ENABLED = old
 
 
 def shared_equals_unshared_and_exact(query: str, table: pa.Table, exact: bool = True) -> dict:
@@ -163,13 +166,13 @@ def test_rescaled_windows_share_exactly(generated_kernels, monkeypatch) -> None:
         "v": pa.array(rng.integers(-5, 6, n)),
     })
     caches = []
-    real = shared_rows.Share.cache.__func__
+    real = kept_totals.Share.cache.__func__
 
     def recorded(cls, *args, **kwargs):
         caches.append(real(cls, *args, **kwargs))
         return caches[-1]
 
-    monkeypatch.setattr(shared_rows.Share, "cache", classmethod(recorded))
+    monkeypatch.setattr(kept_totals.Share, "cache", classmethod(recorded))
     query = ("RETURN A.k, B.k, COUNT(*), AVG(B.v), SUM(A.v) PATTERN SEQ(A+, B+) "
              "WHERE [A.k] AND [B.k] AND A.v <> NEXT(A).v GROUP-BY A.k, B.k")
     seen = shared_equals_unshared_and_exact(query, table)
@@ -224,11 +227,11 @@ def test_save_and_load_helpers_round_trip() -> None:
     li, lf, lx = np.array([2, 0, 2]), np.array([2, 1, 3]), np.array([1, 0])
     ci, cf, cx = np.zeros((1, 2), np.uint64), np.zeros((1, 2), np.float64), np.zeros((1, 1), np.int64)
     ce, cr = np.zeros(1, np.int64), np.zeros(1, np.bool_)
-    mixed_kernels._save_total.py_func(ci, cf, cx, ce, cr, 0, si, sf, sx, sr, 1, 600, li, lf, lx)
+    mixed_grained._save_total.py_func(ci, cf, cx, ce, cr, 0, si, sf, sx, sr, 1, 600, li, lf, lx)
     assert ci.tolist() == [[5, 7]] and cf.tolist() == [[-2.0, 8.0]] and cx.tolist() == [[42]]
     assert ce.tolist() == [600] and cr.tolist() == [True]
     ti, tf, tx, tr = np.zeros_like(si), np.full_like(sf, 9.0), np.zeros_like(sx), np.zeros_like(sr)
-    big = mixed_kernels._load_total.py_func(ti, tf, tx, tr, 0, ci, cf, cx, cr, 0, 0.25, li, lf, lx)
+    big = mixed_grained._load_total.py_func(ti, tf, tx, tr, 0, ci, cf, cx, cr, 0, 0.25, li, lf, lx)
     assert ti[0].tolist() == [5, 0, 7] and tf[0].tolist() == [9.0, -0.5, 9.0, 2.0]
     assert tx[0].tolist() == [42] and tr[0] and big == 2.0
 
@@ -251,7 +254,7 @@ def test_q3_as_printed_shares_in_the_ring() -> None:
     slide=st.integers(1, 4),
     panes=st.integers(1, 12),
     times=st.sampled_from(["dense", "gaps", "negative"]),
-    batch_bytes=st.sampled_from([1, shared_rows.CACHE_BATCH_BYTES]),
+    batch_bytes=st.sampled_from([1, kept_totals.CACHE_BATCH_BYTES]),
     seed=st.integers(0, 2**32 - 1),
 )
 def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, batch_bytes,
@@ -270,14 +273,14 @@ def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, sl
 
 @contextlib.contextmanager
 def batches_of(batch_bytes: int):
-    """shared_rows.CACHE_BATCH_BYTES set for the block (hypothesis runs a test's examples
+    """kept_totals.CACHE_BATCH_BYTES set for the block (hypothesis runs a test's examples
     within one function-scoped fixture, so no monkeypatch)."""
-    old = shared_rows.CACHE_BATCH_BYTES
-    shared_rows.CACHE_BATCH_BYTES = batch_bytes
+    old = kept_totals.CACHE_BATCH_BYTES
+    kept_totals.CACHE_BATCH_BYTES = batch_bytes
     try:
         yield
     finally:
-        shared_rows.CACHE_BATCH_BYTES = old
+        kept_totals.CACHE_BATCH_BYTES = old
 
 
 def test_ring_batches_groups_by_cache_bytes(monkeypatch) -> None:
@@ -285,10 +288,10 @@ def test_ring_batches_groups_by_cache_bytes(monkeypatch) -> None:
     # one batch of all where the segments' groups are not ordered (a batch's loading
     # positions must form one range).
     def batches(rep_sizes, group, budget):
-        g = shared_rows.Groups(0, np.uint64(1), np.asarray(group), None, None, None,
+        g = kept_totals.Groups(0, np.uint64(1), np.asarray(group), None, None, None,
                                np.concatenate([[0], np.cumsum(rep_sizes)]), None, None)
-        monkeypatch.setattr(shared_rows, "CACHE_BATCH_BYTES", budget)
-        return shared_rows._batches(g, row_bytes=10)
+        monkeypatch.setattr(kept_totals, "CACHE_BATCH_BYTES", budget)
+        return kept_totals._batches(g, row_bytes=10)
 
     assert batches([3, 3, 3, 3], [0, 0, 1, 2, 3], 60) == [(0, 2), (2, 4)]
     assert batches([3, 9, 1, 1], [0, 1, 2, 3], 60) == [(0, 1), (1, 2), (2, 4)]
@@ -303,12 +306,12 @@ def test_q3_runs_a_batch_per_group_and_equals_one_batch(monkeypatch) -> None:
     # and the exact executor's.
     # Whether the generated runs repay compiling is decided on the whole run, not on a
     # batch: here every batch is below the size that does, all of them together not.
-    from cogra.runtime.fast import executor
+    from cogra.runtime.compiled import executor
 
     table = stock(3000, rate=2.0)
     calls = []
-    real = shared_rows._batches
-    monkeypatch.setattr(shared_rows, "_batches", lambda *a: calls.append(real(*a)) or calls[-1])
+    real = kept_totals._batches
+    monkeypatch.setattr(kept_totals, "_batches", lambda *a: calls.append(real(*a)) or calls[-1])
     monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", table.num_rows)  # (the ring's runs use it)
     with batches_of(1):
         per_group = shared_equals_unshared_and_exact(Q3, table)
@@ -327,7 +330,7 @@ def test_ring_shares_nothing_past_its_budgets(monkeypatch) -> None:
     # A cache over the budget, or a representative whose counts pass 2**600 (its totals
     # stop there): the ring runs every sub-stream on its own, and the results stay exact.
     query = Q3
-    monkeypatch.setattr(shared_rows, "RING_CACHE_MAX_BYTES", 0)
+    monkeypatch.setattr(kept_totals, "RING_CACHE_MAX_BYTES", 0)
     seen = shared_equals_unshared_and_exact(query, stock(800, rate=2.0))
     assert seen["ring"] == 0
     monkeypatch.undo()
@@ -349,12 +352,12 @@ def test_ring_budget_is_the_representatives_trees(monkeypatch) -> None:
     # Sharing, only the representatives keep Fenwick trees: their span decides whether the
     # ring fits RING_MAX_BYTES (the sub-streams' spans are larger -- (a, b) holds a's A
     # events and b's B events -- and are never computed then).
-    from cogra.runtime.fast import sliding
+    from cogra.runtime.compiled.windows import sliding
 
     table = stock(1500, rate=2.0)
     spans = []
-    real_bytes = mixed_ring.tree_bytes
-    monkeypatch.setattr(mixed_ring, "tree_bytes", lambda *a: spans.append(a[-1]) or real_bytes(*a))
+    real_bytes = mixed_one_pass.tree_bytes
+    monkeypatch.setattr(mixed_one_pass, "tree_bytes", lambda *a: spans.append(a[-1]) or real_bytes(*a))
     with forced(), watched() as seen:
         want = evaluate(Q3, table)
     assert seen["ring"] == 1 and len(spans) == 1
@@ -370,8 +373,8 @@ def test_ring_budget_is_the_representatives_trees(monkeypatch) -> None:
     assert seen["ring"] == 1
     monkeypatch.setattr(sliding, "RING_MAX_BYTES", budget - 1)
     grouped = []
-    real_grouped = sliding.mixed_sliding.run_mixed_sliding
-    monkeypatch.setattr(sliding.mixed_sliding, "run_mixed_sliding",
+    real_grouped = sliding.mixed_grouped.run_mixed_sliding
+    monkeypatch.setattr(sliding.mixed_grouped, "run_mixed_sliding",
                         lambda *a: grouped.append(1) or real_grouped(*a))
     with forced(), watched() as seen:
         assert_same_result(evaluate(Q3, table), want)

@@ -1,4 +1,4 @@
-"""Sliding windows through pane sharing (cogra.runtime.fast.sliding).
+"""Sliding windows through pane sharing (cogra.runtime.compiled.windows.sliding).
 
 The sharing kernel must return exactly what the per-window kernel and the two-step
 reference return.  ``forced`` lowers the panes-per-window threshold to 1 so that every
@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 import cogra
 from cogra.datasets import events, stock
 from cogra.reference import evaluate_reference
-from cogra.runtime.fast import sliding, sliding_kernels, window_blocks
+from cogra.runtime.compiled.windows import sliding
+from cogra.runtime.compiled.windows import pane_maps
+from cogra.runtime.compiled.windows import blockwise
 from tests.compare import assert_same_result
 from tests.strategies import cases, queries, streams
 
@@ -31,7 +33,7 @@ def forced(panes_per_window: int = 1):
     """Use the sharing kernel from ``panes_per_window`` panes on (whatever the events per
     window); yields a call counter."""
     calls = []
-    real = sliding_kernels.run_sliding
+    real = pane_maps.run_sliding
     old = sliding.MIN_PANES_PER_WINDOW, sliding.MIN_EVENTS_PER_WINDOW
 
     def counted(*args):
@@ -39,12 +41,12 @@ def forced(panes_per_window: int = 1):
         return real(*args)
 
     sliding.MIN_PANES_PER_WINDOW, sliding.MIN_EVENTS_PER_WINDOW = panes_per_window, 0
-    sliding_kernels.run_sliding = counted
+    pane_maps.run_sliding = counted
     try:
         yield calls
     finally:
         sliding.MIN_PANES_PER_WINDOW, sliding.MIN_EVENTS_PER_WINDOW = old
-        sliding_kernels.run_sliding = real
+        pane_maps.run_sliding = real
 
 
 @contextlib.contextmanager
@@ -65,14 +67,14 @@ def evaluate(query: str, table: pa.Table, **kw) -> pa.Table:
 
 @contextlib.contextmanager
 def blocks_of(windows: int):
-    """Evaluate windows in blocks of about ``windows`` (cogra.runtime.fast.window_blocks),
+    """Evaluate windows in blocks of about ``windows`` (cogra.runtime.compiled.windows.blockwise),
     from two blocks' worth on."""
-    old = window_blocks.BLOCK_WINDOWS, window_blocks.MIN_BLOCKS
-    window_blocks.BLOCK_WINDOWS, window_blocks.MIN_BLOCKS = windows, 2
+    old = blockwise.BLOCK_WINDOWS, blockwise.MIN_BLOCKS
+    blockwise.BLOCK_WINDOWS, blockwise.MIN_BLOCKS = windows, 2
     try:
         yield
     finally:
-        window_blocks.BLOCK_WINDOWS, window_blocks.MIN_BLOCKS = old
+        blockwise.BLOCK_WINDOWS, blockwise.MIN_BLOCKS = old
 
 
 def shared_equals_direct(query: str, table: pa.Table, *, reference: bool = True) -> tuple[pa.Table, int]:
@@ -210,17 +212,18 @@ def test_huge_counts_are_rescaled(monkeypatch, generated) -> None:
     # 2^n - 1 trends per window: the floats pass 2^1000 and are kept with exponents
     # (no fallback to the per-window kernel); COUNT overflows int64 (NULL), AVG does not.
     # Both the generic sharing kernel and the one generated for the query's shape.
-    from cogra.runtime.fast.executor import FastExecutor
+    from cogra.runtime.compiled.executor import FastExecutor
 
     generated_runs = []
     if generated:
-        from cogra.runtime.fast import codegen, executor
+        from cogra.runtime.compiled.codegen import kernel_cache
+        from cogra.runtime.compiled import executor
 
         # as the generated_kernels fixture, for this test only (that one is per module)
         monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 0)
         monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 0)
-        real_for = codegen.sliding_for
-        monkeypatch.setattr(codegen, "sliding_for", lambda shape: generated_runs.append(1) or real_for(shape))
+        real_for = kernel_cache.sliding_for
+        monkeypatch.setattr(kernel_cache, "sliding_for", lambda shape: generated_runs.append(1) or real_for(shape))
     direct_runs = []
     real = FastExecutor.run_raw
     monkeypatch.setattr(FastExecutor, "run_raw", lambda self, *a: direct_runs.append(1) or real(self, *a))
@@ -323,7 +326,7 @@ def distinct_by_hand(seg, start, lo, hi, slide):
 def test_distinct_windows_and_their_spread(data, slide: int) -> None:
     import numpy as np
 
-    from cogra.runtime.fast.channels import KernelOut
+    from cogra.runtime.compiled.channels import KernelOut
 
     n = data.draw(st.integers(0, 30))
     seg = sorted(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))

@@ -1,4 +1,4 @@
-"""The sliding-window sharing kernel generated per query shape (codegen.sliding_for).
+"""The sliding-window sharing kernel generated per query shape (kernel_cache.sliding_for).
 
 Large inputs run ``run_sliding`` with its pane update and map application generated for
 the query's shape; it must return exactly what the generic sharing kernel, the
@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from cogra.runtime.fast import codegen
+from cogra.runtime.compiled.codegen import kernel_cache
+from cogra.runtime.compiled.codegen import window_kernel
 from tests.engine.test_sliding import shared_equals_direct
 from tests.strategies import streams
 
@@ -33,7 +34,7 @@ QUERIES = [
 def counted_generated(monkeypatch):
     """Counts the calls of the generated sharing kernels."""
     calls = []
-    real = codegen.sliding_for
+    real = kernel_cache.sliding_for
 
     def counting(shape):
         kernel = real(shape)
@@ -43,7 +44,7 @@ def counted_generated(monkeypatch):
             return kernel(*args)
         return run
 
-    monkeypatch.setattr(codegen, "sliding_for", counting)
+    monkeypatch.setattr(kernel_cache, "sliding_for", counting)
     return calls
 
 
@@ -76,22 +77,22 @@ def test_linear_response_derived_only_for_one_kleene_variable_under_any(query, d
     # one variable that every event playing it starts and extends, under any.
     import cogra
     from cogra.runtime.engine import Engine
-    from cogra.runtime.fast.executor import FastExecutor
+    from cogra.runtime.compiled.executor import FastExecutor
 
     table = pa.table({"type": ["A", "B"], "time": pa.array([0, 1], pa.int64()), "v": [1, 2], "w": [0.5, 1.5]})
     engine = Engine(cogra.plan(query + " WITHIN 6 seconds SLIDE 1 second", table.schema), table)
     shape = FastExecutor(engine, subs=engine.substreams()).shape()
-    assert codegen.one_kleene_variable_under_any(shape) is derived
+    assert window_kernel.one_kleene_variable_under_any(shape) is derived
 
 
 def test_unread_parameters_are_pruned_from_definitions_and_calls() -> None:
-    # codegen._prune_parameters: ``inner`` never reads ``b``; once that is dropped,
+    # window_kernel._prune_parameters: ``inner`` never reads ``b``; once that is dropped,
     # ``outer`` only passed ``b`` on and loses it too; ``keep`` reads all of its own.
     text = ("def inner(a, b, c):\n    return a + c\n\n"
             "def outer(a, b):\n    return inner(a, b, 1) + keep(a)\n\n"
             "def keep(a):\n    return a\n\n"
             "def run(x, y):\n    return outer(x, y) + inner(x, y * 2, 3)\n")
-    pruned = codegen._prune_parameters(text, ["inner", "outer", "keep"])
+    pruned = window_kernel._prune_parameters(text, ["inner", "outer", "keep"])
     namespace: dict = {}
     exec(pruned, namespace)
     assert "def inner(a, c):" in pruned and "def outer(a):" in pruned and "def keep(a):" in pruned

@@ -1,5 +1,5 @@
 """The compiled split of plain groups into sub-streams by variable keys
-(:func:`cogra.runtime.substream_kernels.combination_rows`) against its definition, row by
+(:func:`cogra.runtime.compiled.substream_split.combination_rows`) against its definition, row by
 row: a combination keeps the rows that play one of its variables -- a keyed variable only
 with the combination's key value -- and, under ``contiguous``, the irrelevant rows too;
 a combination without a playing row has no sub-stream (unless idle events matter)."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cogra.runtime.substream_kernels import combination_rows
+from cogra.runtime.compiled.substream_split import combination_rows
 
 
 def split_by_definition(order, lo, hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits, irrelevant,

@@ -18,9 +18,13 @@ import pytest
 
 import cogra
 from cogra.runtime.engine import Engine
-from cogra.runtime.fast import codegen, mixed_ring, mixed_sliding, sliding, sliding_kernels
-from cogra.runtime.fast.channels import OP_SUM_INT, channel_layout
-from cogra.runtime.fast.executor import FastExecutor
+from cogra.runtime.compiled.codegen import kernel_cache
+from cogra.runtime.compiled.windows import mixed_one_pass
+from cogra.runtime.compiled.windows import mixed_grouped
+from cogra.runtime.compiled.windows import sliding
+from cogra.runtime.compiled.windows import pane_maps
+from cogra.runtime.compiled.channels import OP_SUM_INT, channel_layout
+from cogra.runtime.compiled.executor import FastExecutor
 from tests.compare import assert_compiled_equals_reference, assert_same_result
 
 QUERY = ("RETURN g, COUNT(*), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f) PATTERN A+ "
@@ -100,20 +104,20 @@ def test_direct_kernels_equal_the_reference(semantics: str, negative: bool) -> N
 @pytest.mark.parametrize("generated", [False, True])
 def test_sliding_sharing_kernels_equal_the_reference(monkeypatch, generated: bool, negative: bool) -> None:
     calls = []
-    real = sliding_kernels.run_sliding
+    real = pane_maps.run_sliding
     monkeypatch.setattr(sliding, "MIN_PANES_PER_WINDOW", 1)
     monkeypatch.setattr(sliding, "MIN_EVENTS_PER_WINDOW", 0)
     monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 0 if generated else 10**12)
     if generated:
-        real_for = codegen.sliding_for
+        real_for = kernel_cache.sliding_for
 
         def counted_for(shape):
             kernel = real_for(shape)
             return lambda *a: (calls.append(1), kernel(*a))[1]
 
-        monkeypatch.setattr(codegen, "sliding_for", counted_for)
+        monkeypatch.setattr(kernel_cache, "sliding_for", counted_for)
     else:
-        monkeypatch.setattr(sliding_kernels, "run_sliding", lambda *a: (calls.append(1), real(*a))[1])
+        monkeypatch.setattr(pane_maps, "run_sliding", lambda *a: (calls.append(1), real(*a))[1])
     query = (QUERY.replace("SUM(A.f), ", "") + " WITHIN 8 seconds SLIDE 2 seconds")
     assert_compiled_equals_reference(query, _table(24, negative=negative, seed=3))
     assert calls
@@ -128,7 +132,7 @@ def test_mixed_grained_sliding_kernels_equal_the_reference(monkeypatch, ring: bo
              "WHERE A.x > NEXT(A).x WITHIN 6 seconds SLIDE 2 seconds")
     table = _table(30, negative=negative, seed=5)
     types = np.where(np.arange(30) % 3 == 0, "B", "A")
-    module, name = (mixed_ring, "run_mixed_ring") if ring else (mixed_sliding, "run_mixed_sliding")
+    module, name = (mixed_one_pass, "run_mixed_ring") if ring else (mixed_grouped, "run_mixed_sliding")
     calls = []
     real = getattr(module, name)
     monkeypatch.setattr(module, name, lambda *a: (calls.append(1), real(*a))[1])

@@ -367,11 +367,11 @@ def test_every_window_may_finish_when_every_variable_starts_and_finishes(monkeyp
 
     import cogra
     from cogra.runtime.engine import Engine
-    from cogra.runtime.fast import window_kernels
+    from cogra.runtime.compiled.windows import enumeration
 
     calls = []
-    real = window_kernels.may_finish
-    monkeypatch.setattr(window_kernels, "may_finish", lambda *a: (calls.append(1), real(*a))[1])
+    real = enumeration.may_finish
+    monkeypatch.setattr(enumeration, "may_finish", lambda *a: (calls.append(1), real(*a))[1])
     table = pa.table({"type": ["B", "A", "C", "A", "B"], "time": pa.array([0, 3, 7, 12, 13], pa.int64())})
 
     def filtered(query: str, idle: bool = False):

@@ -1,4 +1,4 @@
-"""Windows enumerated and evaluated in blocks of consecutive starts (cogra.runtime.fast.window_blocks)."""
+"""Windows enumerated and evaluated in blocks of consecutive starts (cogra.runtime.compiled.windows.blockwise)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from cogra.errors import AggregateOverflowError
 from cogra.datasets import stock
 from cogra.reference import evaluate_reference
 from cogra.runtime.engine import Engine
-from cogra.runtime.fast import window_blocks
-from cogra.runtime.fast.window_kernels import enumerate_int_windows
+from cogra.runtime.compiled.windows import blockwise
+from cogra.runtime.compiled.windows.enumeration import enumerate_int_windows
 from tests.engine.test_window_enumeration import walk_inputs
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import blocks_of
@@ -29,9 +29,9 @@ def test_blocks_partition_the_windows_by_start_ranges(inputs, block, pooled: boo
     seg_ptr, times, active, size, step = inputs
     every = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step))))
     with blocks_of(block):
-        if window_blocks.too_few(seg_ptr, times, size, step):  # a bound: never too few wrongly
+        if blockwise.too_few(seg_ptr, times, size, step):  # a bound: never too few wrongly
             assert len(every) < 2 * block
-        blocks = window_blocks.blocks(seg_ptr, times, active, size, step, pool={} if pooled else None)
+        blocks = blockwise.blocks(seg_ptr, times, active, size, step, pool={} if pooled else None)
         if len(every) < 2 * block:  # below MIN_BLOCKS blocks' worth (blocks_of: 2)
             assert blocks is None
             return
@@ -51,7 +51,7 @@ def test_blocks_partition_the_windows_by_start_ranges(inputs, block, pooled: boo
 @settings(max_examples=200, deadline=None)
 @given(inputs=walk_inputs(max_segments=5, span=60, max_events=25), block=st.integers(1, 20), data=st.data())
 def test_filtered_blocks_hold_the_windows_that_may_finish(inputs, block, data) -> None:
-    from cogra.runtime.fast.window_kernels import trend_ends
+    from cogra.runtime.compiled.windows.enumeration import trend_ends
 
     seg_ptr, times, active, size, step = inputs
     n = len(times)
@@ -59,7 +59,7 @@ def test_filtered_blocks_hold_the_windows_that_may_finish(inputs, block, data) -
     ends = trend_ends(plays, np.uint64(1), np.uint64(2))
     want = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, size, step, ends))))
     with blocks_of(block):
-        blocks = window_blocks.blocks(seg_ptr, times, active, size, step, ends)
+        blocks = blockwise.blocks(seg_ptr, times, active, size, step, ends)
         if blocks is None:
             return
         blocks = [list(zip(*(a.tolist() for a in b))) for b in blocks]
@@ -71,12 +71,12 @@ def test_filtered_blocks_hold_the_windows_that_may_finish(inputs, block, data) -
 def test_windows_are_counted_exactly_below_enough(inputs, enough) -> None:
     # Whether to go by blocks needs the exact count only below the threshold: beyond it
     # the count stops early and extrapolates, never below the threshold.
-    from cogra.runtime.fast import window_kernels as wk
+    from cogra.runtime.compiled.windows import enumeration as wk
 
     seg_ptr, times, active, size, step = inputs
     state = wk.walk_state(seg_ptr)
     exact = wk.count_windows(seg_ptr, times, active, size, step, wk.LAST_WINDOW, state)
-    about = window_blocks._windows_about(seg_ptr, times, active, size, step, state, enough)
+    about = blockwise._windows_about(seg_ptr, times, active, size, step, state, enough)
     assert about == exact if exact < enough else about >= enough
     assert np.array_equal(state, wk.walk_state(seg_ptr))  # a count leaves the walk's state alone
 
@@ -87,7 +87,7 @@ def test_a_start_shared_by_many_windows_is_not_split() -> None:
     seg_ptr = np.arange(51, dtype=np.int64)
     times = np.zeros(50, np.int64)
     with blocks_of(4):
-        blocks = list(window_blocks.blocks(seg_ptr, times, np.ones(50, bool), 6, 2))
+        blocks = list(blockwise.blocks(seg_ptr, times, np.ones(50, bool), 6, 2))
     assert [sorted(set(b[1].tolist())) for b in blocks] == [[-4], [-2], [0]]
     assert [len(b[0]) for b in blocks] == [50, 50, 50]
 

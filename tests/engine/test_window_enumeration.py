@@ -1,4 +1,4 @@
-"""The compiled window enumeration (window_kernels._walk) against a direct one.
+"""The compiled window enumeration (enumeration._walk) against a direct one.
 
 Every (segment, window) pair holding an active event, in segment then start order, with
 the range of the segment's events inside the window -- for negative times, sizes that
@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cogra.runtime.fast.window_kernels import enumerate_int_windows
+from cogra.runtime.compiled.windows.enumeration import enumerate_int_windows
 
 
 def direct(seg_ptr, times, active, size, step):
@@ -75,7 +75,7 @@ def test_large_microsecond_times() -> None:
 def test_window_bound_is_a_bound(inputs) -> None:
     """The one-pass enumeration writes into arrays of window_bound's size: never fewer than
     the windows there are."""
-    from cogra.runtime.fast.window_kernels import window_bound
+    from cogra.runtime.compiled.windows.enumeration import window_bound
 
     seg_ptr, times, active, size, step = inputs
     assert window_bound(seg_ptr, times, size, step) >= len(direct(seg_ptr, times, active, size, step))
@@ -88,7 +88,7 @@ def test_block_bound_is_a_bound_from_any_walk_state(inputs, cuts) -> None:
     """bound_windows (which sizes a block's arrays without walking its events) is never
     below the windows a walk from the same state passes, block after block of starts, and
     the walk reports them all as walked (written or not)."""
-    from cogra.runtime.fast import window_kernels as wk
+    from cogra.runtime.compiled.windows import enumeration as wk
 
     seg_ptr, times, active, size, step = inputs
     state = wk.walk_state(seg_ptr)
@@ -128,7 +128,7 @@ def test_walk_by_panes_equals_direct(inputs, cuts) -> None:
     """The walk by panes (windows of at least PANE_WALK_MIN_SPAN panes) writes what the
     direct enumeration does, whole and block after block, and leaves a state the next
     block (by panes or by events, for sparse segments) continues from."""
-    from cogra.runtime.fast import window_kernels as wk
+    from cogra.runtime.compiled.windows import enumeration as wk
 
     seg_ptr, times, active, size, step = inputs
     want = direct(seg_ptr, times, active, size, step)
@@ -148,7 +148,7 @@ def test_dense_windows_are_walked_by_panes() -> None:
     """A dense stream with long sliding windows is walked by panes (its count scratch is
     filled: the last segment's events per pane) and gives what the walk by events gives
     (no scratch: by events only)."""
-    from cogra.runtime.fast import window_kernels as wk
+    from cogra.runtime.compiled.windows import enumeration as wk
 
     rng = np.random.default_rng(5)
     times = np.sort(rng.integers(0, 5_000, 3_000)).astype(np.int64)
@@ -173,13 +173,13 @@ def test_dense_windows_are_walked_by_panes() -> None:
 def test_sparse_events_in_long_windows_are_counted_first() -> None:
     # Two events far apart, windows of 10^4 steps: a bound of 2 * 10^4 windows -- too many
     # to allocate blindly for two events, so the windows are counted, then written.
-    from cogra.runtime.fast import window_kernels
+    from cogra.runtime.compiled.windows import enumeration
 
     seg_ptr = np.array([0, 2, 3], np.int64)
     times = np.array([0, 10**9, 5], np.int64)
     active = np.array([True, True, False])
-    limit = window_kernels.WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096
-    assert window_kernels.window_bound(seg_ptr, times, 10**4, 1) > limit
+    limit = enumeration.WALK_ONCE_WINDOWS_PER_EVENT * len(times) + 4096
+    assert enumeration.window_bound(seg_ptr, times, 10**4, 1) > limit
     got = list(zip(*(a.tolist() for a in enumerate_int_windows(seg_ptr, times, active, 10**4, 1))))
     assert got == direct(seg_ptr, times, active, 10**4, 1)
     assert len(got) == 2 * 10**4
@@ -188,25 +188,25 @@ def test_sparse_events_in_long_windows_are_counted_first() -> None:
 def test_a_few_windows_per_event_are_written_in_one_walk(monkeypatch) -> None:
     """q2's shape (~4 windows per event, a tight bound) walks once, no count; where the
     bound is loose (events in bursts), the windows come back without the bound's slack."""
-    from cogra.runtime.fast import window_kernels
+    from cogra.runtime.compiled.windows import enumeration
 
     def no_count(*args):
         raise AssertionError("counted first")
 
-    monkeypatch.setattr(window_kernels, "count_windows", no_count)
+    monkeypatch.setattr(enumeration, "count_windows", no_count)
     rng = np.random.default_rng(3)
     n = 3000
     times = np.cumsum(rng.integers(30, 70, n)).astype(np.int64)  # sparse: 4 windows each
     seg_ptr, active = np.array([0, n], np.int64), np.ones(n, bool)
-    bound = window_kernels.window_bound(seg_ptr, times, 40, 10)
-    assert 2 * n + 4096 < bound <= window_kernels.WALK_ONCE_WINDOWS_PER_EVENT * n + 4096
+    bound = enumeration.window_bound(seg_ptr, times, 40, 10)
+    assert 2 * n + 4096 < bound <= enumeration.WALK_ONCE_WINDOWS_PER_EVENT * n + 4096
     got = enumerate_int_windows(seg_ptr, times, active, 40, 10)
     assert list(zip(*(a.tolist() for a in got))) == direct(seg_ptr, times, active, 40, 10)
     assert all(a.base is not None and a.base.size == bound for a in got)  # views of the bound's arrays
 
     bursts = np.array([0, 1, 2, 3, 10**6, 10**6 + 1], np.int64)  # by events: 8 windows each, 12 used
     seg_ptr, active = np.array([0, 6], np.int64), np.ones(6, bool)
-    assert window_kernels.window_bound(seg_ptr, bursts, 8, 1) >= 2 * 12 + 1
+    assert enumeration.window_bound(seg_ptr, bursts, 8, 1) >= 2 * 12 + 1
     got = enumerate_int_windows(seg_ptr, bursts, active, 8, 1)
     assert list(zip(*(a.tolist() for a in got))) == direct(seg_ptr, bursts, active, 8, 1)
     assert all(a.base is None for a in got)  # copied out of the loose bound's arrays
@@ -215,9 +215,9 @@ def test_a_few_windows_per_event_are_written_in_one_walk(monkeypatch) -> None:
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_may_finish_equals_a_direct_search(data) -> None:
-    """window_kernels.may_finish: some event may play a start variable and one at or after
+    """enumeration.may_finish: some event may play a start variable and one at or after
     it a final variable, inside the window."""
-    from cogra.runtime.fast.window_kernels import may_finish, trend_ends
+    from cogra.runtime.compiled.windows.enumeration import may_finish, trend_ends
 
     n = data.draw(st.integers(0, 30))
     plays = np.asarray(data.draw(st.lists(st.integers(0, 7), min_size=n, max_size=n)), np.uint64)
@@ -232,7 +232,7 @@ def test_may_finish_equals_a_direct_search(data) -> None:
 
 
 def test_kept_windows_keeps_the_marked_windows_in_order() -> None:
-    from cogra.runtime.fast.window_kernels import kept_windows
+    from cogra.runtime.compiled.windows.enumeration import kept_windows
 
     rng = np.random.default_rng(7)
     seg, start, lo, hi = (rng.integers(-50, 50, 40) for _ in range(4))
@@ -247,7 +247,7 @@ def test_kept_windows_keeps_the_marked_windows_in_order() -> None:
 def test_a_filtered_walk_keeps_exactly_the_windows_that_may_finish(inputs, starts) -> None:
     """Windows are filtered as they are written (q2: 1.16M of 2.68M kept) -- the same
     windows as filtering all of them afterwards (may_finish, kept_windows)."""
-    from cogra.runtime.fast.window_kernels import kept_windows, may_finish, trend_ends
+    from cogra.runtime.compiled.windows.enumeration import kept_windows, may_finish, trend_ends
 
     seg_ptr, times, active, size, step = inputs
     n = len(times)

@@ -43,8 +43,10 @@ name, events, prime = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "prime"
 example = next(e for e in EXAMPLES if e.name == name)
 data, query = example.data(events, seed=1), example.query
 if prime:  # compile every kernel the query's route uses, its per-shape ones included, in the foreground
-    from cogra.runtime.fast import executor, finish, sliding
-    executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = finish.SPECIALIZE_MIN_KEYS = 0
+    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled.finish import by_column
+    from cogra.runtime.compiled.windows import sliding
+    executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = by_column.SPECIALIZE_MIN_KEYS = 0
     cogra.evaluate(query, data, on_overflow="null")
     sys.exit(0)
 times = []

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 import cogra
 from cogra.runtime.engine import Engine
-from cogra.runtime.fast.executor import FastExecutor
+from cogra.runtime.compiled.executor import FastExecutor
 
 AGGREGATES = {
     "COUNT(*)": "COUNT(*)",

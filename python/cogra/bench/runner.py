@@ -122,10 +122,12 @@ class generated_kernels_always:
     runs measured the generic sharing kernel, ~4x slower.)"""
 
     def _thresholds(self) -> list[tuple[Any, str]]:
-        from cogra.runtime.fast import executor, finish, sliding
+        from cogra.runtime.compiled import executor
+        from cogra.runtime.compiled.finish import by_column
+        from cogra.runtime.compiled.windows import sliding
 
         return [(executor, "SPECIALIZE_MIN_EVENTS"), (sliding, "SPECIALIZE_MIN_EVENTS"),
-                (sliding, "MIN_EVENTS_PER_WINDOW"), (finish, "SPECIALIZE_MIN_KEYS")]
+                (sliding, "MIN_EVENTS_PER_WINDOW"), (by_column, "SPECIALIZE_MIN_KEYS")]
 
     def __enter__(self) -> None:
         self.old = [(module, name, getattr(module, name)) for module, name in self._thresholds()]

@@ -113,7 +113,7 @@ class Layout:
         relative error ~1e-15, inside SEMANTICS' 1e-9), a ``SUM``'s count of non-null
         values (only ever tested for zero), and the trend count when ``COUNT(*)`` is not
         returned.  The compiled kernels keep such slots in doubles alone
-        (:func:`cogra.runtime.fast.channels.channel_layout`; sums only over values that are
+        (:func:`cogra.runtime.compiled.channels.channel_layout`; sums only over values that are
         never negative, ``FastExecutor._approximate_slots``); the Python executors ignore
         this."""
         exact = {f[1] for f in self.finals if f[0] in ("slot", "SUM")}

@@ -2,7 +2,7 @@
 
 Two caches hold machine code between processes:
 
-* the generated per-shape kernels (:mod:`cogra.runtime.fast.codegen`) and their numba
+* the generated per-shape kernels (:mod:`cogra.runtime.compiled.codegen`) and their numba
   caches, in :func:`cache_root` ``/kernels``;
 * numba's cache of the generic kernels (``@njit(cache=True)``), by numba's own rule
   beside the package's sources (``__pycache__``) or else in the user's cache directory.
@@ -82,7 +82,8 @@ def _numba_has_a_place() -> bool:
     if os.environ.get("NUMBA_CACHE_DIR"):
         return True
     package = Path(__file__).resolve().parent
-    if _writable(package / "fast" / "__pycache__") and _writable(package / "__pycache__"):
+    sources = {path.parent for path in package.rglob("*.py") if "__pycache__" not in path.parts}
+    if all(_writable(directory / "__pycache__") for directory in sources):
         return True
     home = os.environ.get("HOME") or os.path.expanduser("~")
     return bool(home) and home != "~" and _writable(Path(home) / ".cache" / "numba")

@@ -8,7 +8,7 @@ Steps (docs/ARCHITECTURE.md fixes the rules):
    variable-key values; all sub-streams are concatenated into flat arrays;
 4. every window of every sub-stream that holds an event able to play a variable;
 5. evaluate the windows -- all at once in a compiled kernel when the query allows
-   (:mod:`cogra.runtime.fast`), else, or where the kernel cannot prove a value exact,
+   (:mod:`cogra.runtime.compiled`), else, or where the kernel cannot prove a value exact,
    with the pure-Python executors -- and merge the states into (window, group) rows.
 
 Everything up to step 5 is vectorised; only the executors loop over events.
@@ -32,11 +32,13 @@ from cogra.analysis.granularity import Executor
 from cogra.analysis.plan import Plan
 from cogra.errors import DataError
 from cogra.language.ast import AttrRef
-from cogra.runtime import mixed_grained, next_cont, type_grained
+from cogra.runtime.executors import mixed_grained
+from cogra.runtime.executors import pattern_grained
+from cogra.runtime.executors import type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table, check_window_range
-from cogra.runtime.substream_kernels import combination_rows, short_string_codes, string_runs
+from cogra.runtime.compiled.substream_split import combination_rows, short_string_codes, string_runs
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
 Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
@@ -44,8 +46,8 @@ Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
 RUNNERS: dict[Executor, Runner] = {
     Executor.TYPE_GRAINED: type_grained.run,
     Executor.MIXED_GRAINED: mixed_grained.run,
-    Executor.NEXT: lambda b, c: next_cont.run(b, c, contiguous=False),
-    Executor.CONTIGUOUS: lambda b, c: next_cont.run(b, c, contiguous=True),
+    Executor.NEXT: lambda b, c: pattern_grained.run(b, c, contiguous=False),
+    Executor.CONTIGUOUS: lambda b, c: pattern_grained.run(b, c, contiguous=True),
 }
 
 
@@ -326,10 +328,10 @@ class Engine:
         breaks, so its sub-stream and windows are kept (see cogra.runtime.stream)."""
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
         self._trend_ends: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
-        """(the sub-streams' play bits it was computed from, window_kernels.trend_ends)"""
+        """(the sub-streams' play bits it was computed from, enumeration.trend_ends)"""
         self.scratch: dict = {}
         """Working arrays of the kernels and the finish, reused block after block of
-        windows (:mod:`cogra.runtime.fast.scratch`)."""
+        windows (:mod:`cogra.runtime.compiled.scratch`)."""
 
     # -- per-row facts ---------------------------------------------------------------
     def _numeric_times(self) -> np.ndarray:
@@ -647,14 +649,14 @@ class Engine:
         a trend), and the kernels, copies and keys of the rest are saved.  Integral
         windows only (fractional ones are few and go through Python), and not with kept
         variables: sub-streams that share a kept variable's totals
-        (:mod:`cogra.runtime.fast.shared_rows`) walk their windows side by side, and a
+        (:mod:`cogra.runtime.compiled.sharing.kept_totals`) walk their windows side by side, and a
         window one of them drops may be one another reads."""
         if wins.start is None or wins.exact_bounds is not None or not len(wins.seg):
             return wins
         ends = self._finish_ends(subs)
         if ends is None:
             return wins
-        from cogra.runtime.fast.window_kernels import kept_windows, may_finish
+        from cogra.runtime.compiled.windows.enumeration import kept_windows, may_finish
 
         keep = may_finish(*ends, np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
         if keep.all():
@@ -664,7 +666,7 @@ class Engine:
         return Windows(seg, lo, hi, start=start, size=wins.size)
 
     def _finish_ends(self, subs: SubStreams) -> tuple[np.ndarray, np.ndarray] | None:
-        """:func:`window_kernels.trend_ends` of the sub-streams' positions, which decide
+        """:func:`enumeration.trend_ends` of the sub-streams' positions, which decide
         whether a window may finish (:meth:`_windows_that_may_finish`), or None where no
         window is dropped: with kept variables, or where every window holds a trend."""
         if self.bound.kept_variables:
@@ -676,7 +678,7 @@ class Engine:
             return None
         if self._trend_ends is None or self._trend_ends[0] is not subs.bits:
             # per event, once per evaluation (its blocks of windows share it)
-            from cogra.runtime.fast.window_kernels import trend_ends
+            from cogra.runtime.compiled.windows.enumeration import trend_ends
 
             self._trend_ends = subs.bits, trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
                                                      np.uint64(sum(1 << v for v in a.final)))
@@ -684,22 +686,23 @@ class Engine:
 
     def _window_blocks(self, subs: SubStreams, fast: Any) -> "Iterator[Windows] | None":
         """The windows that may finish, enumerated block by block of starts
-        (:func:`cogra.runtime.fast.window_blocks.blocks`) where the compiled finish takes
+        (:func:`cogra.runtime.compiled.windows.blockwise.blocks`) where the compiled finish takes
         them and there are enough; else None (:meth:`window_ranges` enumerates them at
         once).  Not with kept variables: the mixed-grained kernels' per-call set-up (trees,
         shared rows) would be paid per block, and their windows are far fewer per event."""
-        from cogra.runtime.fast import finish, window_blocks
+        from cogra.runtime.compiled.finish import by_column
+        from cogra.runtime.compiled.windows import blockwise
 
         spec = self.windows
         if (fast is None or fast.kept or spec.size is None or not is_integral(spec, self.bound.time_type)
-                or not finish.applies(self, fast)):
+                or not by_column.applies(self, fast)):
             return None
         times = fast.times_of(subs.rows, subs.bits)  # the kernels' own, computed once
         size, step = int(spec.size), int(spec.step)
-        if window_blocks.too_few(subs.seg_ptr, times, size, step):
+        if blockwise.too_few(subs.seg_ptr, times, size, step):
             return None
         active = self._active_events(subs)
-        blocks = window_blocks.blocks(subs.seg_ptr, times, active, size, step, self._finish_ends(subs),
+        blocks = blockwise.blocks(subs.seg_ptr, times, active, size, step, self._finish_ends(subs),
                                       self.scratch)
         if blocks is None:
             return None
@@ -730,12 +733,12 @@ class Engine:
         """The typed result (see :func:`cogra.runtime.output.build_table`).
 
         Where the compiled kernels ran and the output allows it, the kernels' channels
-        become Arrow columns directly (:mod:`cogra.runtime.fast.finish`), without a Python
+        become Arrow columns directly (:mod:`cogra.runtime.compiled.finish.by_column`), without a Python
         object per row; otherwise rows go through :meth:`run` and ``build_table``.
         Background compiles the call requests start when it returns
-        (:func:`cogra.runtime.fast.codegen.compiles_after_the_call`).
+        (:func:`cogra.runtime.compiled.codegen.background.compiles_after_the_call`).
         """
-        from cogra.runtime.fast.codegen import compiles_after_the_call
+        from cogra.runtime.compiled.codegen.background import compiles_after_the_call
 
         with compiles_after_the_call():
             return self._result_table(on_overflow, metadata)
@@ -750,9 +753,9 @@ class Engine:
                 return table  # else an overflow to report: the row path words it
         wins = self.window_ranges(subs, finishing=True)
         if fast is not None and len(wins.seg) and blocks is None:
-            from cogra.runtime.fast import finish
+            from cogra.runtime.compiled.finish import by_column
 
-            if finish.applies(self, fast) and wins.start is not None:
+            if by_column.applies(self, fast) and wins.start is not None:
                 table = self._table_by_blocks(fast, subs, [wins], on_overflow, metadata)
                 if table is not None:
                     return table  # else an overflow to report: the row path words it
@@ -763,10 +766,10 @@ class Engine:
 
     def _table_by_blocks(self, fast: Any, subs: SubStreams, blocks: "Iterable[Windows]", on_overflow: str,
                          metadata: dict | None) -> pa.Table | None:
-        """The result through the compiled finish (:mod:`cogra.runtime.fast.finish`), block
+        """The result through the compiled finish (:mod:`cogra.runtime.compiled.finish.by_column`), block
         of windows after block (:meth:`_window_blocks`, or all windows as one); None when
         an overflow must raise.  The blocks' tables are the result's chunks, in output order."""
-        from cogra.runtime.fast import finish
+        from cogra.runtime.compiled.finish import by_column
 
         exact_before = self.stats["windows_exact"]
         tables = []
@@ -776,7 +779,7 @@ class Engine:
                 continue  # none of its windows may finish
             n += len(block.seg)
             out = self._run_kernels(subs, block, fast, rows_may_be_shared=True)
-            table = finish.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
+            table = by_column.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
                                         metadata=metadata)
             if table is None:
                 return None
@@ -796,17 +799,17 @@ class Engine:
             return None
         out = None
         if wins.start is not None:
-            # -- sliding-window hook (cogra.runtime.fast.sliding): windows share their panes'
+            # -- sliding-window hook (cogra.runtime.compiled.windows.sliding): windows share their panes'
             # work when the query slides; None means it does not apply.
-            from cogra.runtime.fast import sliding
+            from cogra.runtime.compiled.windows import sliding
 
             out = sliding.run_raw(fast, self, subs, wins.seg, wins.start, wins.lo, wins.hi)
         if out is None and fast.kept:
             # -- sub-streams that hold the same events for the kept variable share its rows
-            # (cogra.runtime.fast.shared_rows); None where that does not apply.
-            from cogra.runtime.fast import shared_rows
+            # (cogra.runtime.compiled.sharing.kept_totals); None where that does not apply.
+            from cogra.runtime.compiled.sharing import kept_totals
 
-            out = shared_rows.run_raw(fast, self, subs, wins)
+            out = kept_totals.run_raw(fast, self, subs, wins)
         if out is None:
             out = fast.run_raw(subs, wins.lo, wins.hi)
         return out if rows_may_be_shared else out.per_window()
@@ -816,7 +819,7 @@ class Engine:
         """Window ``w``'s exact state: decoded from the kernel's row ``row`` (default ``w``),
         or re-run in Python."""
         if fast is not None and out is not None:
-            from cogra.runtime.fast.channels import decode
+            from cogra.runtime.compiled.channels import decode
 
             row = w if row is None else row
             if not out.r[row]:
@@ -867,7 +870,7 @@ class Engine:
     def _fast_executor(self, subs: SubStreams | None = None):
         if self.use_fast is False:
             return None
-        from cogra.runtime.fast.executor import FastExecutor, Unsupported
+        from cogra.runtime.compiled.executor import FastExecutor, Unsupported
 
         try:
             return FastExecutor(self, subs=subs)

@@ -103,7 +103,8 @@ def usable(codegen: Any = None) -> bool:
 
 def entry_dir(root: Path, source: Path) -> Path | None:
     """The bundle's directory for the kernels of source file ``source``: its directory
-    relative to the package (``runtime/fast`` -> ``root/runtime/fast``); None outside it."""
+    relative to the package (``runtime/compiled/windows`` -> ``root/runtime/compiled/windows``); None
+    outside it."""
     try:
         return root / Path(source).resolve().parent.relative_to(PACKAGE)
     except ValueError:

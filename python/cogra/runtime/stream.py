@@ -3,7 +3,7 @@ bounded by the open windows' aggregate states -- not by the events per window.
 
 Each batch goes through the ordinary :class:`Engine` (filters, sub-streams, windows);
 what differs is that the compiled kernel *continues* each window from the state the
-previous batches left (``kernels.run_windows_from``), and a window is finalised, and its
+previous batches left (``coarse_grained.run_windows_from``), and a window is finalised, and its
 state dropped, once no later event can fall into it.  Two drivers:
 
 * :meth:`StreamEvaluation.push` / :meth:`~StreamEvaluation.finish` -- the Spark worker's
@@ -28,7 +28,7 @@ what can be carried (:func:`unsupported_reason` says why not, before any data is
 * MIN/MAX keys must be order-preserving without a dictionary: numbers, timestamps,
   dates, booleans -- not strings;
 * the engine's exact Python fallback needs a window's events, which are gone: a value the
-  kernels cannot decide raises :class:`~cogra.runtime.fast.finish.UndecidableError`;
+  kernels cannot decide raises :class:`~cogra.runtime.compiled.finish.by_column.UndecidableError`;
 * the mixed-grained executor keeps events and variable keys make a sub-stream's
   membership depend on later values: neither is carried, nor are fractional windows or
   decimals.
@@ -48,7 +48,7 @@ from cogra.errors import DataError
 from cogra.language.limits import with_recursion_room
 from cogra.runtime.aggregates import attribute_scales
 from cogra.runtime.engine import Engine, canonical_keys, key_codes, micros
-from cogra.runtime.fast.channels import (
+from cogra.runtime.compiled.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
     KernelOut,
@@ -131,7 +131,7 @@ def _unsupported_reason(plan: Any) -> str | None:
             return f"MIN/MAX of the string attribute {slot.attribute}"
     # What the kernels refuse for a column type (uint64, strings summed, ...) shows on an
     # empty batch: find it now, not at the first push.
-    from cogra.runtime.fast.executor import FastExecutor
+    from cogra.runtime.compiled.executor import FastExecutor
 
     try:
         FastExecutor(Engine(plan, b.schema.empty_table()), streaming=True)
@@ -389,10 +389,10 @@ class StreamEvaluation:
         self._close(final, done)
 
     def _run(self, table: pa.Table) -> None:
-        from cogra.runtime.fast import executor as fast_executor
-        from cogra.runtime.fast.executor import FastExecutor
-        from cogra.runtime.fast.finish import Context
-        from cogra.runtime.fast.kernels import run_windows_from
+        from cogra.runtime.compiled import executor as fast_executor
+        from cogra.runtime.compiled.executor import FastExecutor
+        from cogra.runtime.compiled.finish.by_column import Context
+        from cogra.runtime.compiled.aggregators.coarse_grained import run_windows_from
 
         engine = Engine(self.plan, table)
         for k in ("rows_null_time", "rows_null_type"):
@@ -428,7 +428,8 @@ class StreamEvaluation:
         rows = subs.rows
         times = engine.time_np[rows]
         lo, hi = wins.lo.astype(np.int64), wins.hi.astype(np.int64)
-        from cogra.runtime.fast import codegen
+        from cogra.runtime.compiled.codegen import background
+        from cogra.runtime.compiled.codegen import kernel_cache
 
         shape = fast.shape()
         pair_ok = fast.pair_ok[rows]
@@ -436,9 +437,9 @@ class StreamEvaluation:
                           fast.a_key, rows, lo, hi, st_i, st_f, st_x, st_r, st_e)
         # The query's generated kernel where it pays off or is compiled (else requested in
         # the background for the next chunks, as the other generated kernels).
-        if codegen.generated_or_requested(shape, "kernel_from", len(rows), fast_executor.SPECIALIZE_MIN_EVENTS,
+        if background.generated_or_requested(shape, "kernel_from", len(rows), fast_executor.SPECIALIZE_MIN_EVENTS,
                                           engine.n, lambda: generated_args):
-            codegen.kernel_from_for(shape)(*generated_args)
+            kernel_cache.kernel_from_for(shape)(*generated_args)
         else:
             run_windows_from(fast.mode, times, subs.bits, pair_ok, nv, fast.pred_ptr,
                              fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr,
@@ -610,7 +611,7 @@ class StreamEvaluation:
     def drain(self, *, metadata: dict | None = None) -> pa.Table:
         """The rows of the windows closed so far and not drained yet, as :func:`cogra.evaluate`
         types and orders them; then forget the keys and groups no open window has."""
-        from cogra.runtime.fast.finish import table_from_channels
+        from cogra.runtime.compiled.finish.by_column import table_from_channels
         from cogra.runtime.output import build_table
 
         meta = {f"cogra.{k}": v for k, v in self.counters.items()}
@@ -715,8 +716,8 @@ class StreamEvaluation:
         evaluation needs them before its first batch: to rescale carried sums, to finish)."""
         if self.ctx is not None:
             return
-        from cogra.runtime.fast.executor import FastExecutor
-        from cogra.runtime.fast.finish import Context
+        from cogra.runtime.compiled.executor import FastExecutor
+        from cogra.runtime.compiled.finish.by_column import Context
 
         engine = Engine(self.plan, self.schema.empty_table())
         engine.__dict__["scales"] = dict(self.scales)

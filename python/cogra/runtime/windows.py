@@ -63,7 +63,7 @@ def enumerate_windows(seg_ptr, times, active, spec: WindowSpec, ends=None):
     Returns int64 arrays ``seg, start, lo, hi``: window ``[start, start + size)`` of
     segment ``seg`` covers events ``lo .. hi-1``.  Without WITHIN: one window per
     segment with an active event (``start`` is 0 and unused).  ``ends``
-    (:func:`~cogra.runtime.fast.window_kernels.trend_ends`): under WITHIN, only the
+    (:func:`~cogra.runtime.compiled.windows.enumeration.trend_ends`): under WITHIN, only the
     windows that may hold a finished trend.
     """
     import numpy as np
@@ -78,6 +78,6 @@ def enumerate_windows(seg_ptr, times, active, spec: WindowSpec, ends=None):
 
 
 def _enumerate_int_windows(seg_ptr, times, active, size, step, ends=None):
-    from cogra.runtime.fast.window_kernels import enumerate_int_windows
+    from cogra.runtime.compiled.windows.enumeration import enumerate_int_windows
 
     return enumerate_int_windows(seg_ptr, times, active, size, step, ends)

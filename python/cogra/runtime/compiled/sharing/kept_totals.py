@@ -42,12 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from cogra.runtime.fast.jit import njit
+from cogra.runtime.compiled.jit import njit
 
-from cogra.runtime.fast import channels
-from cogra.runtime.fast.channels import KernelOut
-from cogra.runtime.fast.mixed_kernels import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
-from cogra.runtime.fast.share import Share
+from cogra.runtime.compiled import channels
+from cogra.runtime.compiled.channels import KernelOut
+from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.compiled.sharing.saved_totals import Share
 
 ENABLED = True
 """Tests switch this off to compare with every sub-stream computing its own rows."""
@@ -58,7 +58,7 @@ the representatives) must fit in this; beyond it nothing is shared."""
 
 @dataclass
 class RingShare:
-    """The sharing arguments of :func:`~cogra.runtime.fast.mixed_ring.run_mixed_ring`: as
+    """The sharing arguments of :func:`~cogra.runtime.compiled.windows.mixed_one_pass.run_mixed_ring`: as
     :class:`Share`, with lane vectors per cache row (``ci``, ``cf``: rows x live channels x
     lanes) and the ring pane each row is current at (``cpane``).  ``positions``: the
     positions of all batches of the run this one belongs to (:func:`run_ring`), which
@@ -297,8 +297,9 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
     rescale bound.  ``bound``: :meth:`FastExecutor.rescale_bound` of the sub-streams' own
     windows -- the loaded totals sum over events this run does not hold, so its windows'
     lengths would not bound them."""
-    from cogra.runtime.fast import codegen
-    from cogra.runtime.fast.executor import SPECIALIZE_MIN_EVENTS
+    from cogra.runtime.compiled.codegen import background
+    from cogra.runtime.compiled.codegen import kernel_cache
+    from cogra.runtime.compiled.executor import SPECIALIZE_MIN_EVENTS
 
     live = tuple(tuple(int(k) for k in arr[1:1 + arr[0]]) for arr in (share.live_i, share.live_f, share.live_x))
     shape = fast.shape(loads=(share.var, *live))
@@ -311,11 +312,11 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
                 rows, lo, hi, bound, out.i, out.f, out.x, out.e, out.r,
                 take_at, share.ci, share.cf, share.cx, share.ce, share.cr)
 
-    if not codegen.generated_or_requested(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS, e.n,
+    if not background.generated_or_requested(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS, e.n,
                                           lambda: arguments(KernelOut.zeros(0, fast.chan))):  # (the types)
         return None
     out = KernelOut.zeros(len(lo), fast.chan)
-    codegen.kernel_loading_for(shape)(*arguments(out))
+    kernel_cache.kernel_loading_for(shape)(*arguments(out))
     return out
 
 

@@ -58,7 +58,7 @@ A function compiled so compiles the functions it calls with the same options, an
 keeps that compile for all their callers with the same argument types (and in its disk
 cache): a callee that returned an array it allocated, compiled without reference counts,
 handed a reference-counted caller elsewhere a freed array (heap corruption).  So whatever
-such a function calls must return no array either (mixed_ring's loop, whose radix sort
+such a function calls must return no array either (mixed_one_pass's loop, whose radix sort
 returns a flag)."""
 NO_REFCOUNTS_SOURCE = "".join(f", {k}={v!r}" for k, v in NO_REFCOUNTS.items())
 """``NO_REFCOUNTS`` as extra ``njit`` arguments in generated source (``@njit(cache=True{..})``)."""

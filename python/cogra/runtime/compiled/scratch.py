@@ -1,7 +1,7 @@
 """Working arrays reused block after block of windows, within one evaluation.
 
 A sliding query's windows go through the kernels and the finish in blocks
-(:mod:`cogra.runtime.fast.window_blocks`), and each block needs the same working arrays:
+(:mod:`cogra.runtime.compiled.windows.blockwise`), and each block needs the same working arrays:
 the kernel's channels, the decode's slots.  Allocated afresh, they were page faults the
 heap did not spare -- the result's own arrays, allocated in between and kept, take its
 holes.  A *pool* (a dict the engine keeps for one evaluation) hands out one buffer per

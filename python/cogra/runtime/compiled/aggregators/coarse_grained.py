@@ -1,7 +1,7 @@
-"""Compiled (numba) executors over the channels of :mod:`cogra.runtime.fast.channels`.
+"""Compiled (numba) executors over the channels of :mod:`cogra.runtime.compiled.channels`.
 
-They compute exactly what :mod:`cogra.runtime.type_grained` and
-:mod:`cogra.runtime.next_cont` compute (the docstrings there explain the method);
+They compute exactly what :mod:`cogra.runtime.executors.type_grained` and
+:mod:`cogra.runtime.executors.pattern_grained` compute (the docstrings there explain the method);
 only the number representation differs.  One call evaluates every window of every
 sub-stream: windows are ``[win_lo[w], win_hi[w])`` ranges of the event arrays, and
 results land in row ``w`` of the output arrays.
@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from cogra.runtime.fast.channels import (
+from cogra.runtime.compiled.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
     OP_CNT,
@@ -30,7 +30,7 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
+from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
 
 RESCALE_ABOVE = 2.0**600
 RESCALE_STEP = 600

@@ -2,7 +2,7 @@
 
 A sliding query has hundreds of windows per event group, so the result has hundreds of
 times the rows of the tumbling query.  Decoding, merging, finalising and typing each row
-as Python objects (:func:`~cogra.runtime.fast.channels.decode`,
+as Python objects (:func:`~cogra.runtime.compiled.channels.decode`,
 :meth:`Layout.finalize`, :func:`~cogra.runtime.output.build_table`) costs ~20-40 µs per
 row, far more than the kernel spends per window.  This module does the same work on
 whole arrays:
@@ -21,7 +21,7 @@ whole arrays:
    within a hair of a rounding midpoint) or of the approximations when they are huge,
    MIN/MAX from their keys -- the values the row path gives.
 
-Steps 2-4 run compiled for the common cases (:mod:`finish_kernels`: exact values below
+Steps 2-4 run compiled for the common cases (:mod:`common_cases`: exact values below
 2**62, provably huge ones; one pass over the keys, 30-80 ns per row -- the kernel's rows
 are read in output order, not in the order they were written -- instead of ~0.3 µs);
 the keys it leaves take the numpy rules (:func:`numpy_item_columns`) on their windows
@@ -47,10 +47,10 @@ import pyarrow.compute as pc
 
 from cogra.errors import DataError
 from cogra.runtime.aggregates import MAX, MIN
-from cogra.runtime.fast import codegen_decode as gen
-from cogra.runtime.fast import finish_kernels as fk
-from cogra.runtime.fast import scratch as reuse
-from cogra.runtime.fast.channels import (
+from cogra.runtime.compiled.codegen import window_finish as gen
+from cogra.runtime.compiled.finish import common_cases as fk
+from cogra.runtime.compiled import scratch as reuse
+from cogra.runtime.compiled.channels import (
     CANCELLATION_LIMIT,
     DOUBLE_EXACT,
     FITS_SIGNED,
@@ -159,7 +159,7 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     """Window ``w`` belongs to segment ``seg[w]`` (output group ``seg_groups[seg[w]]``)
     and starts at ``start[w]``; its channels are in ``out`` (rows shared or not:
     :attr:`KernelOut.row_first`).  ``pool``: where the keys' windows and groups may be
-    working arrays (:mod:`cogra.runtime.fast.scratch`; the caller's to copy out of)."""
+    working arrays (:mod:`cogra.runtime.compiled.scratch`; the caller's to copy out of)."""
     distinct: dict[tuple, int] = {}
     seg_gid = np.fromiter((distinct.setdefault(g, len(distinct)) for g in seg_groups), np.int64,
                           len(seg_groups))
@@ -174,7 +174,7 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     if n_windows and len(groups):
         s, g = arrow_backed(n_windows, np.int64), reuse.take(pool, "keys.group", (n_windows,), np.int64)
         window_key = reuse.take(pool, "keys.window_key", (n_windows,), np.int64)
-        every = out.r.all()  # (then the sweep follows no rows: finish_kernels.keys_by_start_into)
+        every = out.r.all()  # (then the sweep follows no rows: common_cases.keys_by_start_into)
         n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64),
                                   EVERY_ROW if every else out.r, out.row_first if shared else NOT_SHARED,
                                   seg_rank, s, g, window_key)
@@ -203,9 +203,9 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
 
 
 NOT_SHARED = np.zeros(0, np.int64)
-"""``row_first`` for the kernels' rows where each is one window's (:mod:`finish_kernels`)."""
+"""``row_first`` for the kernels' rows where each is one window's (:mod:`common_cases`)."""
 EVERY_ROW = np.zeros(0, np.bool_)
-"""``reached`` for :func:`finish_kernels.keys_by_start_into` where every row is."""
+"""``reached`` for :func:`common_cases.keys_by_start_into` where every row is."""
 
 
 def merged_extremes(keyed: Keyed, out: KernelOut, x_is_min: np.ndarray) -> np.ndarray:
@@ -424,7 +424,7 @@ def number(entry: tuple, out: KernelOut) -> Number:
 def merged_number(num: Number, keyed: Keyed) -> Number:
     """Per key: exact if every window is (summed exactly), big if the sum is provably huge.
     A key of one window is that window's number, as where every key holds one (and as
-    :func:`finish_kernels.decode_slots` decides it): the merged rule's threshold for big
+    :func:`common_cases.decode_slots` decides it): the merged rule's threshold for big
     split sums is 2**96, a window's own 2**92."""
     w = keyed.windows
     num = num.take(w)
@@ -489,7 +489,7 @@ def _extreme_column(ctx: "Context", idx: int, extremes: np.ndarray, none: np.nda
 
 def item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
     """Per RETURN item a :class:`Column` over the keys (None for grouping items): the
-    compiled pass for the common cases (:mod:`finish_kernels`), the numpy rules for the
+    compiled pass for the common cases (:mod:`common_cases`), the numpy rules for the
     keys it leaves (and for queries it does not handle)."""
     if COMPILED and _compilable(ctx):
         return _compiled_item_columns(ctx, out, keyed)
@@ -573,7 +573,7 @@ def _integer_attribute(ctx: "Context", attr: str) -> bool:
 
 
 def _compilable(ctx: "Context") -> bool:
-    """Whether :mod:`finish_kernels` handles every item: integer slots (one limb, or a
+    """Whether :mod:`common_cases` handles every item: integer slots (one limb, or a
     float sum split in two), moderate float scales."""
     slot_map = ctx.chan.slot_map
     for final in ctx.layout.finals:
@@ -589,7 +589,7 @@ def _compilable(ctx: "Context") -> bool:
 
 
 def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Column | None]:
-    """:func:`item_columns` through :mod:`finish_kernels`; the keys it marks hard are
+    """:func:`item_columns` through :mod:`common_cases`; the keys it marks hard are
     overwritten with the numpy rules' values (:func:`_take_numpy_rules`)."""
     layout = ctx.layout
     # The integer slots the items read, decoded in one pass.
@@ -605,9 +605,9 @@ def _compiled_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list
 
 
 def _numeric_items(ctx: "Context", row_of: dict[int, int]) -> dict[int, tuple[int, int, int, int]]:
-    """Per RETURN item :mod:`finish_kernels` computes (not a grouping item, not MIN/MAX), by
+    """Per RETURN item :mod:`common_cases` computes (not a grouping item, not MIN/MAX), by
     position: ``(operation, its sum's -- COUNT: its -- slot, its count's slot, scale bits)``,
-    operations as :mod:`codegen_decode`'s ``ITEM_*``, slots as rows of the decoded ones."""
+    operations as :mod:`window_finish`'s ``ITEM_*``, slots as rows of the decoded ones."""
     layout = ctx.layout
     items: dict[int, tuple[int, int, int, int]] = {}
     for position, final in enumerate(layout.finals):
@@ -647,7 +647,7 @@ def _assembled(ctx: "Context", out: KernelOut, keyed: Keyed, items: dict,
 def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, slots: np.ndarray,
                               items: dict) -> list[Column | None]:
     """:func:`_compiled_item_columns` by decoding the slots into per-key arrays, then each
-    item's column from them (:func:`finish_kernels.average` ...: the per-key rules of the
+    item's column from them (:func:`common_cases.average` ...: the per-key rules of the
     generated pass, :func:`_finished_in_one_pass`)."""
     n = keyed.n_keys
     none = np.zeros(n, bool)
@@ -704,15 +704,16 @@ def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, slot
 def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: np.ndarray,
                           items: dict) -> list[Column | None] | None:
     """:func:`_compiled_item_columns` for one window per key by the finisher generated for
-    the query's slots and items (:mod:`codegen_decode`: decode and columns in one pass), or
+    the query's slots and items (:mod:`window_finish`: decode and columns in one pass), or
     None where it does not run (see :data:`SPECIALIZE_MIN_KEYS`)."""
-    from cogra.runtime.fast import codegen
+    from cogra.runtime.compiled.codegen import background
+    from cogra.runtime.compiled.codegen import kernel_cache
 
     n = keyed.n_keys
     positions = list(items)  # the generated pass's item t is the t-th numeric item
     shape = gen.DecodeShape.of(slots, [items[p][:3] for p in positions])
-    generated = codegen.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
-    if not generated and not (n >= BACKGROUND_MIN_KEYS and codegen.worth_requesting(ctx.events)):
+    generated = kernel_cache.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
+    if not generated and not (n >= BACKGROUND_MIN_KEYS and background.worth_requesting(ctx.events)):
         return None
     values = [arrow_backed(n, np.int64 if items[p][0] in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
               for p in positions]
@@ -723,9 +724,9 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
             _row_first(out), keyed.window_key, scratch(ctx, "runs", (len(out.e) + 1,), np.int64), flags,
             *values)
     if not generated:  # (the next call, a Spark slice's, say, finds it compiled)
-        codegen.compile_in_background(shape, gen.FUNCTION, args)
+        background.compile_in_background(shape, gen.FUNCTION, args)
         return None
-    any_hard = codegen.finisher_for(shape)(*args)
+    any_hard = kernel_cache.finisher_for(shape)(*args)
     t_of = {p: t for t, p in enumerate(positions)}
 
     def column(position: int) -> Column:
@@ -739,13 +740,13 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
 
 
 def _row_first(out: KernelOut) -> np.ndarray:
-    """``out``'s rows as :mod:`finish_kernels` takes them (:func:`finish_kernels.row_windows`)."""
+    """``out``'s rows as :mod:`common_cases` takes them (:func:`common_cases.row_windows`)."""
     return NOT_SHARED if out.row_first is None else out.row_first
 
 
 SPECIALIZE_MIN_KEYS = 1 << 22
 """Blocks of at least this many keys, a window each, compile the pass generated for the
-query's slots and items in the foreground (:mod:`codegen_decode`: decode and columns in
+query's slots and items in the foreground (:mod:`window_finish`: decode and columns in
 one pass, ~1.5x faster than the generic decode and item loops; compiling it takes ~1 s
 the first time its slots and items are seen on a machine, then numba's disk cache serves
 it), which one block repays only from millions of keys.  Smaller blocks use it once it
@@ -754,12 +755,12 @@ lower it."""
 BACKGROUND_MIN_KEYS = 4096
 """A block of at least this many keys (a Spark slice of a sliding query, say) that
 finishes with the generic decode requests the generated pass's compile in the background,
-from engine calls of :data:`codegen.BACKGROUND_MIN_EVENTS` events on (as the kernels do);
+from engine calls of :data:`background.BACKGROUND_MIN_EVENTS` events on (as the kernels do);
 a tumbling query's few keys do not repay even that."""
 
 
 def _slot_row(ctx: "Context", idx: int) -> tuple[int, ...]:
-    """A slot as :func:`finish_kernels.decode_slots` reads it: its kind, then its high and
+    """A slot as :func:`common_cases.decode_slots` reads it: its kind, then its high and
     low limbs (a one-limb slot repeats its only one, unread) -- or for a slot of doubles
     alone, its approximation and bound and the scale's bits."""
     entry = ctx.chan.slot_map[idx]
@@ -807,11 +808,11 @@ class Context:
     x_arrow: list
     window_size: int | None
     scratch: dict | None = None
-    """The evaluation's pool of working arrays (:mod:`cogra.runtime.fast.scratch`); None:
+    """The evaluation's pool of working arrays (:mod:`cogra.runtime.compiled.scratch`); None:
     fresh ones."""
     events: int = 0
     """The engine call's events (whether the generated finish's compile is worth requesting
-    in the background: :func:`codegen.worth_requesting`)."""
+    in the background: :func:`background.worth_requesting`)."""
 
     @classmethod
     def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":
@@ -917,7 +918,7 @@ class UndecidableError(DataError):
 
 def group_column(distinct: pa.Array, gid: np.ndarray) -> pa.Array:
     """``distinct.take(gid)``: a grouping item's column, one value per result row.  Strings
-    without NULLs are gathered by one compiled pass (:func:`finish_kernels.gather_strings`)
+    without NULLs are gathered by one compiled pass (:func:`common_cases.gather_strings`)
     into the offsets and bytes of a new array: Arrow's take of 1.92M short strings took
     ~0.8 ms per 128k rows, ~4% of the sliding benchmark query; values of one length, as
     its 3-byte company keys, copy a constant number of bytes per row without counting

@@ -9,7 +9,7 @@ every call).  In blocks of :data:`BLOCK_WINDOWS` windows each block's arrays are
 enough for the heap to reuse from block to block: the benchmark query's peak memory fell
 from 515-608 MB to 288-377 MB when the kernels and the finish went by blocks (eleventh
 session), and the window ranges themselves are enumerated block by block too
-(:func:`blocks`: one resumable walk over the events, :func:`window_kernels._walk`), so
+(:func:`blocks`: one resumable walk over the events, :func:`enumeration._walk`), so
 that the full window arrays, their copies per block and the check of their order
 (~25 ms and ~120 MB for 1.9M windows) are gone as well.
 
@@ -27,7 +27,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from cogra.runtime.fast import window_kernels
+from cogra.runtime.compiled.windows import enumeration
 
 BLOCK_WINDOWS = 1 << 17
 """Windows per block, about: the kernel's channels of one block are ~9 MB for the
@@ -58,13 +58,13 @@ def too_few(seg_ptr: np.ndarray, times: np.ndarray, size: int, step: int) -> boo
 def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int, step: int,
            ends: tuple[np.ndarray, np.ndarray] | None = None, pool: dict | None = None,
            ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] | None:
-    """The windows of :func:`window_kernels.enumerate_int_windows` as blocks ``(seg,
+    """The windows of :func:`enumeration.enumerate_int_windows` as blocks ``(seg,
     start, lo, hi)`` whose starts lie in consecutive ranges, in that order, each in walk
     order; None when there are fewer than :data:`MIN_BLOCKS` blocks' worth.  ``ends``
-    (:func:`window_kernels.trend_ends`): only the windows that may finish are written
+    (:func:`enumeration.trend_ends`): only the windows that may finish are written
     (blocks are sized by all windows; a block left without any is not yielded).
     ``pool``: the blocks' arrays are working arrays, overwritten by the next block
-    (:mod:`cogra.runtime.fast.scratch`; fresh arrays were ~1k page faults per 1M events of
+    (:mod:`cogra.runtime.compiled.scratch`; fresh arrays were ~1k page faults per 1M events of
     the sliding benchmark, ~2 ms).
 
     A block spans ``width`` window indices ``k``, first the whole span's average for a
@@ -73,7 +73,7 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
     halved before it is written."""
     seg_ptr = np.asarray(seg_ptr, np.int64)
     times = np.asarray(times, np.int64)
-    state = window_kernels.walk_state(seg_ptr)
+    state = enumeration.walk_state(seg_ptr)
     total = _windows_about(seg_ptr, times, active, size, step, state, MIN_BLOCKS * BLOCK_WINDOWS)
     if total < MIN_BLOCKS * BLOCK_WINDOWS:
         return None
@@ -88,16 +88,16 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
             # A bound sizes the block's arrays (O(segments)); only a bound past two blocks'
             # worth is checked by a count, which walks the events (a second pass over
             # them: ~7 of ~40 ms of the sliding benchmark's enumeration).
-            n = window_kernels.bound_windows(seg_ptr, times, size, step, k_from + width, state)
+            n = enumeration.bound_windows(seg_ptr, times, size, step, k_from + width, state)
             if n > 2 * BLOCK_WINDOWS:
-                n = window_kernels.count_windows(seg_ptr, times, active, size, step, k_from + width, state)
+                n = enumeration.count_windows(seg_ptr, times, active, size, step, k_from + width, state)
                 while n > 2 * BLOCK_WINDOWS and width > 1:
                     width //= 2
-                    n = window_kernels.count_windows(seg_ptr, times, active, size, step, k_from + width, state)
+                    n = enumeration.count_windows(seg_ptr, times, active, size, step, k_from + width, state)
             k_to = k_from + width
             walked = 0
             if n:
-                block, walked = window_kernels.write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends,
+                block, walked = enumeration.write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends,
                                                              pool)
                 if len(block[0]):
                     yield block
@@ -124,8 +124,8 @@ def _windows_about(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, s
     counted = 0
     for a in range(0, n_seg, chunk):
         b = min(n_seg, a + chunk)
-        counted += window_kernels.count_windows(seg_ptr[a:b + 1], times, active, size, step,
-                                                window_kernels.LAST_WINDOW, state[a:b])
+        counted += enumeration.count_windows(seg_ptr[a:b + 1], times, active, size, step,
+                                                enumeration.LAST_WINDOW, state[a:b])
         if counted >= enough and b < n_seg:
             events = int(seg_ptr[b] - seg_ptr[0])
             return counted * int(seg_ptr[-1] - seg_ptr[0]) // max(1, events)

@@ -28,9 +28,9 @@ import numpy as np
 import pyarrow as pa
 
 from cogra.runtime.aggregates import MAX, MIN, Layout
-from cogra.runtime.fast.scratch import take
+from cogra.runtime.compiled.scratch import take
 
-# Op codes of a variable's contribution program (see kernels.apply_contributions).
+# Op codes of a variable's contribution program (see coarse_grained.apply_contributions).
 OP_CNT, OP_SUM_INT, OP_SUM_FLOAT, OP_NN, OP_MIN, OP_MAX = range(6)
 
 FITS_UNSIGNED = 2.0**64 * (1 - 1e-6)
@@ -63,7 +63,7 @@ class KernelOut:
     finished (a window without one has no result row).
 
     A sliding query's sharing kernel evaluates a window over the same events as the window
-    before it only once (:mod:`cogra.runtime.fast.sliding`): its rows are *shared*, and
+    before it only once (:mod:`cogra.runtime.compiled.windows.sliding`): its rows are *shared*, and
     ``row_first`` says by which windows.
     """
 
@@ -109,7 +109,7 @@ class KernelOut:
     def unfilled(cls, w: int, chan: "ChannelLayout", pool: dict | None = None) -> "KernelOut":
         """As :meth:`zeros`, *uninitialised*: for kernels that write every row (or mark
         it to be redone).  A block of a sliding query's windows is ~12 MB of channels,
-        reused block after block (from ``pool``, :mod:`cogra.runtime.fast.scratch`, where
+        reused block after block (from ``pool``, :mod:`cogra.runtime.compiled.scratch`, where
         given: then nothing of it may outlive the block), where zeroing it is a memset
         each time (a Spark worker's q2: ~2% of its time).
         Tests fill it with garbage (:data:`UNFILLED_POISON`), so a row no kernel wrote

@@ -1,10 +1,10 @@
 """The ring kernel's loading run, generated per query shape: ``ring_loading``.
 
-Sliding windows with a shared kept variable (:func:`shared_rows.run_ring`) run every
+Sliding windows with a shared kept variable (:func:`kept_totals.run_ring`) run every
 sub-stream without that variable's Fenwick trees: before each batch its lane totals are
 loaded from the representatives' cache, and every other variable is type-grained -- its
-batch is one update of its lane vectors (:func:`mixed_ring._fused_batch`).  The generic
-ring kernel (:func:`mixed_ring.run_mixed_ring`) does that through loops over variables,
+batch is one update of its lane vectors (:func:`mixed_one_pass._fused_batch`).  The generic
+ring kernel (:func:`mixed_one_pass.run_mixed_ring`) does that through loops over variables,
 live-channel lists and predecessors, a helper call per batch for the load and one for the
 update, and ~8 passes over the lanes; q3's sub-streams spent ~700 cycles per batch there.
 
@@ -25,25 +25,25 @@ current pane's lane plus the Fenwick queries of the pair's trees, then ``V``'s
 contributions) and, per row, the totals' update, the stored vector and the tree inserts --
 the generic kernel's steps with the variable, its channels, trees and operations constants
 (q3's representatives 87 -> 66 ms per 200k rows; the rows, trees and cache identical).
-Re-ranking stays the generic kernel's (:func:`mixed_kernels._window_ranks`,
-:func:`mixed_ring._rebuild`, :func:`mixed_ring._shift_stored`, on the same arrays).
+Re-ranking stays the generic kernel's (:func:`mixed_grained._window_ranks`,
+:func:`mixed_one_pass._rebuild`, :func:`mixed_one_pass._shift_stored`, on the same arrays).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
-from cogra.runtime.fast.jit import NO_REFCOUNTS_SOURCE
-from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX
-from cogra.runtime.fast.mixed_ring import RANK_BLOCK_SPANS
+from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.compiled.jit import NO_REFCOUNTS_SOURCE
+from cogra.runtime.compiled.aggregators.mixed_grained import USE_EQUAL, USE_PREFIX, USE_SUFFIX
+from cogra.runtime.compiled.windows.mixed_one_pass import RANK_BLOCK_SPANS
 
 
 def write_ring_loading(w: Any, s: Any) -> None:
     """Append ``ring_loading`` for shape ``s`` (with ``loads`` and ``live``) to writer ``w``:
     ``ring_loading(times, plays, pair_ok, a_int, a_flt, a_valid, rows, win_seg, win_k,
     win_lo, win_hi, slide, lanes, out_i, out_f, out_e, out_r, redo, take_at, ci, cf,
-    cpane)`` -- :func:`mixed_ring.run_mixed_ring`'s arguments of the same names, under
+    cpane)`` -- :func:`mixed_one_pass.run_mixed_ring`'s arguments of the same names, under
     ``SHARE_TAKE`` with no indexed pair."""
     assert s.mode == 0 and not s.x_is_min and s.loads is not None and s.live is not None
     nv = s.nv
@@ -181,7 +181,7 @@ def _read_window(w: Any, s: Any, li: dict, lf: dict) -> None:
 
 def _load(w: Any, lv: int, li: tuple, lf: tuple, loaded: list) -> None:
     """The loaded variable's lanes := cache row ``c`` (``take_at[i]``; zero if none), with
-    the lanes of panes that expired since that row's pane emptied (mixed_ring._load_lanes)."""
+    the lanes of panes that expired since that row's pane emptied (mixed_one_pass._load_lanes)."""
     w("if c < 0:")
     with w.block():
         _empty(w, loaded, ":")
@@ -211,7 +211,7 @@ def _loaded_in_place(lv: int, li: tuple, lf: tuple) -> dict:
 def _batch(w: Any, s: Any, lv: int, computed: list, li: dict, lf: dict, loaded: list) -> None:
     """The batch ``i..j``: which variable its events play (one, with one predecessor mask,
     else ``failed``), their count ``n`` and contributions (coefficients per channel), then
-    that variable's lanes updated in one loop (mixed_ring._fused_batch's algebra), reading
+    that variable's lanes updated in one loop (mixed_one_pass._fused_batch's algebra), reading
     the loaded variable's lanes from the cache: in its row itself where that is current
     (its pane is the ring's: no lane expired since -- ~70% of q3's batches), else copied to its
     lane vectors and the expired lanes emptied (:func:`_load`).  (Copied for every batch,
@@ -289,7 +289,7 @@ def _batch(w: Any, s: Any, lv: int, computed: list, li: dict, lf: dict, loaded: 
 
 
 def _coefficient(w: Any, v: int, op: int, a: int, s1: int, s2: int, s3: int) -> None:
-    """One event's contribution to the batch's coefficients (mixed_ring._fused_batch).
+    """One event's contribution to the batch's coefficients (mixed_one_pass._fused_batch).
     Channel 0's update takes none (it gains ``n * cnt``), so slot 0 is never written."""
 
     def add(kind: str, slot: int, value: str) -> None:
@@ -394,7 +394,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
     ``saves`` and ``live``) to writer ``w``: ``ring_saving(times, plays, pair_ok, a_int,
     a_flt, a_valid, rows, pair_flags, live_i, live_f, h_rank, h_valid, q_a, q_b, q_eq,
     g_valid, win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span, redo, ci,
-    cf, cpane)`` -- :func:`mixed_ring.run_mixed_ring`'s arguments of the same names (of its
+    cf, cpane)`` -- :func:`mixed_one_pass.run_mixed_ring`'s arguments of the same names (of its
     pair arrays, the one pair's), under ``SHARE_SAVE``.  Its windows' channels are not
     written: a representative's windows are never read."""
     v, flags, tree_i, tree_f = s.saves
@@ -409,7 +409,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
     w("@njit(cache=True, fastmath=False)")
     w(f"def ring_saving({args}, max_batch, max_span, redo, ci, cf, cpane):")
     with w.block():
-        w(f"block = {RANK_BLOCK_SPANS} * max_span  # as mixed_ring.run_mixed_ring")
+        w(f"block = {RANK_BLOCK_SPANS} * max_span  # as mixed_one_pass.run_mixed_ring")
         w("rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count = _rank_buffers(1, block)")
         # Uninitialised: _rebuild empties a used tree's nodes (and their panes) up to the
         # block's rank count before any walk reads them, a stored vector is read only where
@@ -426,7 +426,7 @@ def write_ring_saving(w: Any, s: Any) -> None:
         w("bev = np.zeros(max_batch, np.int64)")
         w(f"tot_i = np.zeros(({max(1, s.n_i)}, lanes), np.uint64)")
         w(f"tot_f = np.zeros(({max(1, s.n_f)}, lanes), np.float64)")
-        w("lane_age = np.full(lanes + 1, -1, np.int64)  # (mixed_ring._lane_ages)")
+        w("lane_age = np.full(lanes + 1, -1, np.int64)  # (mixed_one_pass._lane_ages)")
         w(f"ring_saving_loop({args}, redo, ci, cf, cpane, {scratch})")
     w()
     w(f"@njit(cache=True, fastmath=False{NO_REFCOUNTS_SOURCE})")
@@ -541,7 +541,7 @@ def _clear_total_panes(w: Any, live_i: tuple, live_f: tuple, first: str, last: s
 
 def _clear_panes(w: Any, first: str, last: str, empty: Any) -> None:
     """Empty the ring slots of panes ``first..last`` (all if that is ``lanes`` or more), as
-    mixed_ring._clear_slots; ``empty(at)`` writes the emptying of element(s) ``at``."""
+    mixed_one_pass._clear_slots; ``empty(at)`` writes the emptying of element(s) ``at``."""
     w(f"n_clear = ({last}) - ({first}) + 1")
     w("if n_clear >= lanes:")
     with w.block():
@@ -563,7 +563,7 @@ def _tree_walk(w: Any, t: int, tree_i: tuple, tree_f: tuple, step: str, line: An
     writes every lane (so the expired ones become zero plus the row's) and stamps the node
     with ``cur``.
 
-    As the generic kernel's walks (mixed_ring._tree_query, _tree_insert; see there): the
+    As the generic kernel's walks (mixed_one_pass._tree_query, _tree_insert; see there): the
     expired lanes were emptied before in a branch per node and loops of varying length (big
     nodes are current, small ones mostly stale, by many panes) -- q3's representatives' run
     took 61 ms per 200k rows that way, 49 masked (emptying only the expired lanes around a
@@ -615,7 +615,7 @@ def _row(w: Any, s: Any, v: int, live_i: tuple, live_f: tuple, tree_i: tuple, tr
 
 
 def _contribution(w: Any, op: int, a: int, s1: int, s2: int, s3: int) -> None:
-    """One operation's contribution to row ``nb`` over every lane (mixed_ring._contribute_ring)."""
+    """One operation's contribution to row ``nb`` over every lane (mixed_one_pass._contribute_ring)."""
     def lanes_loop(line: str) -> None:
         _over_lanes(w, line)
 

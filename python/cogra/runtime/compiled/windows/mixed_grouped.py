@@ -1,6 +1,6 @@
 """Sliding windows for the mixed-grained (``any``) kernel: a few windows per pass.
 
-:func:`mixed_kernels.run_mixed_windows` evaluates every window on its own, so under
+:func:`mixed_grained.run_mixed_windows` evaluates every window on its own, so under
 ``WITHIN d SLIDE s`` an event is processed ``d / s`` times (q3: 60).  Its cost per
 (event, window) is mostly the Fenwick traversal, not the arithmetic.  This kernel
 evaluates a *group* of ``G`` consecutive windows of a sub-stream in one pass over the
@@ -21,11 +21,11 @@ per window by the caller.
 from __future__ import annotations
 
 import numpy as np
-from cogra.runtime.fast.jit import njit
+from cogra.runtime.compiled.jit import njit
 
-from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
-from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
-from cogra.runtime.fast.mixed_kernels import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_block, _rank_buffers
+from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
+from cogra.runtime.compiled.aggregators.mixed_grained import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_block, _rank_buffers
 
 
 @njit(cache=True, inline="always")
@@ -73,7 +73,7 @@ def _lanes_into_node(ti, tf, tr, p, t, i, bi, bf, br, s, lanes, live_i, live_f):
 
 @njit(cache=True, inline="always")
 def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
-    """:func:`kernels._contribute_row` for every reached lane of batch row ``d`` (no MIN/MAX):
+    """:func:`coarse_grained._contribute_row` for every reached lane of batch row ``d`` (no MIN/MAX):
     each slot-program op is decoded once, then applied lane by lane."""
     for k in range(lo, hi):
         op = prog[k, 1]

@@ -1,6 +1,6 @@
 """The column-wise finish's common cases in one compiled pass per slot and per item.
 
-:mod:`cogra.runtime.fast.finish` decodes every window with ~30 numpy passes (limbs as
+:mod:`cogra.runtime.compiled.finish.by_column` decodes every window with ~30 numpy passes (limbs as
 32-bit pairs, wrapped residues, long-double quotients): ~0.3 µs and ~350 bytes of
 temporaries per result row, half the time of a sliding query with more result rows than
 events.  Almost every value is in one of two easy cases, and these functions decide
@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from cogra.runtime.fast.channels import (
+from cogra.runtime.compiled.channels import (
     CANCELLATION_LIMIT,
     FITS_SIGNED,
     FITS_UNSIGNED,
@@ -32,7 +32,7 @@ from cogra.runtime.fast.channels import (
     SURELY_TOO_BIG,
     TINY,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
+from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
 
 EXACT, BIG, HARD = 0, 1, 2
 """Per slot and key: the value is ``value`` / about ``mantissa * 2**exponent`` / not decided here."""
@@ -236,7 +236,7 @@ def decode_one_window_per_key(slots, out_i, out_f, out_e, row_first, window_key,
     window ``w``'s key is ``window_key[w]`` (-1: none), its row as ``row_first`` says
     (:func:`row_windows`).  A row shared by several windows is decoded once, and copied
     to their keys.  ``runs``: scratch of one entry per row and one more.
-    (:mod:`codegen_decode` generates it with the query's slots unrolled, and its items'
+    (:mod:`window_finish` generates it with the query's slots unrolled, and its items'
     columns written in the same pass.)"""
     n_runs, longest = row_runs(row_first, window_key, out_e.shape[0], runs)
     for r0 in range(0, longest, TILE):
@@ -410,7 +410,7 @@ def keys_by_start_into(seg, start, reached, row_first, seg_rank, key_start, key_
 
 # Per key, an item's column entries from its slots' decoded (status, value, mantissa,
 # exponent): shared by the loops below (one item over decoded slots) and the finisher
-# generated per query (codegen_decode: decode and items in one pass, no decoded slots).
+# generated per query (window_finish: decode and items in one pass, no decoded slots).
 
 @njit(cache=True, inline="always")
 def _as_double(s, v, m, p):

@@ -16,10 +16,10 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from cogra.runtime.fast.jit import njit
+from cogra.runtime.compiled.jit import njit
 
 from cogra.analysis.granularity import Executor
-from cogra.runtime.fast.channels import (
+from cogra.runtime.compiled.channels import (
     OP_MAX,
     OP_MIN,
     OP_SUM_FLOAT,
@@ -39,10 +39,10 @@ MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, 
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
 SPECIALIZE_MIN_EVENTS = 4_000_000
 """Runs over at least this many events (a window run's events, a ring run's positions)
-compile the kernel generated for the query's shape (:mod:`codegen`) in the foreground
+compile the kernel generated for the query's shape (:mod:`cogra.runtime.compiled.codegen`) in the foreground
 and run it.  Below, they run the generic kernel (compiled ahead of time,
 :mod:`cogra.runtime.kernel_bundle`) and request the generated one in the background
-(:func:`codegen.generated_or_requested`), or run it once compiled.  A foreground compile
+(:func:`background.generated_or_requested`), or run it once compiled.  A foreground compile
 repays only within its own call: q2's per-window kernel compiles in ~1 s and saves ~0.3 s
 per 1M events (0.43 -> 0.13 s), q3's ring runs compile in ~9 s and save ~0.35 s per 1M;
 at 50k a fresh machine's first q3 over 1M events took 10.2 s instead of 1.2 s.  Tests
@@ -122,7 +122,7 @@ class FastExecutor:
 
     def _indexed_pairs(self) -> None:
         """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
-        from cogra.runtime.fast.mixed_kernels import pair_ranges, unique_inverse
+        from cogra.runtime.compiled.aggregators.mixed_grained import pair_ranges, unique_inverse
 
         eng = self.engine
         n, nv = eng.n, self.nv
@@ -363,7 +363,7 @@ class FastExecutor:
     def per_positions(self, name: str, rows: np.ndarray, plays: np.ndarray, compute: Callable[[], Any]) -> Any:
         """``compute()``, once per ``name`` and positions ``(rows, plays)`` (the same array
         objects): the blocks of windows an evaluation runs in turn
-        (:mod:`cogra.runtime.fast.window_blocks`) share their positions' event times,
+        (:mod:`cogra.runtime.compiled.windows.blockwise`) share their positions' event times,
         batch bounds and the like instead of re-deriving them from every event."""
         hit = self._per_positions.get(name)
         if hit is None or hit[0] is not rows or hit[1] is not plays:
@@ -382,7 +382,7 @@ class FastExecutor:
 
     def run_raw(self, subs: Any, lo: np.ndarray, hi: np.ndarray) -> KernelOut:
         """Run the kernel over windows ``[lo, hi)`` of ``subs``; the channels, undecoded."""
-        from cogra.runtime.fast.kernels import run_windows
+        from cogra.runtime.compiled.aggregators.coarse_grained import run_windows
 
         rows = subs.rows
         plays = subs.bits
@@ -421,11 +421,11 @@ class FastExecutor:
         """The mixed-grained kernel over windows ``[lo, hi)`` of the positions ``rows``
         (table rows) playing ``plays``; the channels, undecoded.
 
-        ``share`` (:class:`cogra.runtime.fast.share.Share`): save the shared
+        ``share`` (:class:`cogra.runtime.compiled.sharing.saved_totals.Share`): save the shared
         variable's rows, or take them from the cache -- then no predicate reads an
         earlier event here, and the kernel builds no trees."""
-        from cogra.runtime.fast.mixed_kernels import SHARE_TAKE, run_mixed_windows
-        from cogra.runtime.fast.share import Share
+        from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_TAKE, run_mixed_windows
+        from cogra.runtime.compiled.sharing.saved_totals import Share
 
         share = share or Share.none(self)
         times = self.engine.time_np[rows]
@@ -479,12 +479,13 @@ class FastExecutor:
                      arguments: Callable[[float], tuple]):
         """A generated kernel and its rescale bound, when it pays off and is safe; else
         None, and the kernel may be compiled in the background for later calls
-        (:func:`codegen.generated_or_requested`; ``arguments(bound)``: the call's
+        (:func:`background.generated_or_requested`; ``arguments(bound)``: the call's
         arguments, for their types -- the generic kernel needs no bound, so none is
         computed for it)."""
         if self.kept or len(lo) == 0:
             return None
-        from cogra.runtime.fast.codegen import generated_or_requested, kernel_for
+        from cogra.runtime.compiled.codegen.background import generated_or_requested
+        from cogra.runtime.compiled.codegen.kernel_cache import kernel_for
 
         shape = self.shape()
         if generated_or_requested(shape, "kernel", n_events, SPECIALIZE_MIN_EVENTS, self.engine.n,
@@ -506,10 +507,10 @@ class FastExecutor:
         return bound if bound > 2.0**620 else None
 
     def shape(self, loads: tuple | None = None, live: bool = False):
-        """The query's shape, for the generated kernels (:mod:`codegen`); ``loads``: see
-        :attr:`codegen.Shape.loads`; ``live``: with the variables' live channels
-        (:attr:`codegen.Shape.live`)."""
-        from cogra.runtime.fast.codegen import Shape
+        """The query's shape, for the generated kernels (:mod:`cogra.runtime.compiled.codegen`); ``loads``: see
+        :attr:`query_shape.Shape.loads`; ``live``: with the variables' live channels
+        (:attr:`query_shape.Shape.live`)."""
+        from cogra.runtime.compiled.codegen.query_shape import Shape
 
         memo = (loads, live)
         if memo in self.shapes:

@@ -12,7 +12,7 @@ combination over its group's rows, no temporaries.
 from __future__ import annotations
 
 import numpy as np
-from cogra.runtime.fast.jit import njit
+from cogra.runtime.compiled.jit import njit
 
 
 @njit(cache=True, inline="always")

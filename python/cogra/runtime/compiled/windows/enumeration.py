@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cogra.runtime.fast import scratch
-from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
+from cogra.runtime.compiled import scratch
+from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
 
 
 NO_WINDOW_YET = np.iinfo(np.int64).min
@@ -74,7 +74,7 @@ def _walk(seg_ptr, times, active, size, step, k_to, emit, state, seg_out, start_
 
     ``state[s]`` = (next event, first window not yet written, lo, hi) of segment ``s``:
     a walk that writes leaves it at the first window ``>= k_to``, so that windows can be
-    enumerated block after block of starts (:mod:`window_blocks`) in one pass over the
+    enumerated block after block of starts (:mod:`blockwise`) in one pass over the
     events in all; a count leaves it alone.
 
     An event at ``t`` lies in windows ``k_lo(t) .. t // step``.  ``t // step`` is kept
@@ -217,7 +217,7 @@ def write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends=None,
     or those of them that may finish (``ends``: :func:`trend_ends`), and how many windows
     the walk passed (all of them).  ``n``: at least that many (a count, or
     :func:`bound_windows`).  ``pool``: where the arrays may be working arrays, reused by the
-    next call (:mod:`cogra.runtime.fast.scratch`: blocks of windows, each done with before
+    next call (:mod:`cogra.runtime.compiled.scratch`: blocks of windows, each done with before
     the next is written)."""
     out = tuple(scratch.take(pool, "walk." + name, (n,), np.int64) for name in ("seg", "start", "lo", "hi"))
     counts = _pane_scratch(n, size, step, pool)

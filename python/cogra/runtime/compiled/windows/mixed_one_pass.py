@@ -13,11 +13,11 @@ its panes, and its result is the sum of all lanes of the final variables' totals
 Per event that is one Fenwick traversal with ``W``-wide additions (vectorised: lanes are
 the innermost, contiguous axis, and no lane carries a reach flag -- a lane is reached
 iff its float count is positive, as no count is ever rescaled here), instead of one per
-window (:func:`mixed_kernels.run_mixed_windows`) or one per group of windows
-(:mod:`mixed_sliding`).
+window (:func:`mixed_grained.run_mixed_windows`) or one per group of windows
+(:mod:`mixed_grouped`).
 
 The trees now outlive windows, so their ranks must too: ranks are local to a *block* of
-positions (:func:`mixed_kernels._window_ranks`) holding the live panes and as much again
+positions (:func:`mixed_grained._window_ranks`) holding the live panes and as much again
 ahead.  When the events leave the block, a new one starts at the oldest live pane; every
 live kept event's lane vector (stored when it was inserted, with the lanes that expired
 since cleared) goes to its new rank and the trees are rebuilt in linear time.
@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from cogra.runtime.fast.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
-from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
-from cogra.runtime.fast.kernels import RESCALE_ABOVE, _bit
-from cogra.runtime.fast.mixed_kernels import (
+from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
+from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
+from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
+from cogra.runtime.compiled.aggregators.mixed_grained import (
     SHARE_SAVE,
     SHARE_TAKE,
     USE_EQUAL,
@@ -52,7 +52,7 @@ rebuilt when the events pass its end, about once per ``RANK_BLOCK_SPANS - 1`` sp
 rebuild empties the block's nodes, shifts and re-inserts the live stored vectors and sums
 the nodes in one pass: with blocks of two spans that was a fifth of q3's representatives'
 run (re-ranked every ~470 events), with three ~6% less in all (one more tree level); four
-were no faster.  The generated run (:mod:`codegen_ring`) uses the same blocks, so both sum
+were no faster.  The generated run (:mod:`pane_loading`) uses the same blocks, so both sum
 in the same order."""
 
 
@@ -74,7 +74,7 @@ def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
 # its sub-streams under the generic kernel 62 -> 51 ms, inlined here.)  What the loop
 # calls is compiled with the loop's options, and numba keeps that compile for every caller
 # of the same argument types: so no function it calls may allocate, make a view (slice)
-# or return an array (the radix sort hands back a flag, mixed_kernels._radix_sort_into).
+# or return an array (the radix sort hands back a flag, mixed_grained._radix_sort_into).
 
 _U0 = np.uint64(0)
 
@@ -194,7 +194,7 @@ def _stored_into_node(ti, tf, p, t, i, vi, vf, d, lanes, live_i, live_f):
 
 @njit(cache=True, inline="always")
 def _contribute_ring(bi, bf, d, lanes, prog, lo, hi, e, a_int, a_flt, a_valid):
-    """:func:`kernels._contribute_row` over every lane of batch row ``d`` (no MIN/MAX).  A lane
+    """:func:`coarse_grained._contribute_row` over every lane of batch row ``d`` (no MIN/MAX).  A lane
     with no trend has count 0 and gains 0 -- except from a non-finite value (``inf * 0``),
     where only the lanes with trends take it."""
     for k in range(lo, hi):
@@ -365,7 +365,7 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
 
     Returns -1 where the batch does not qualify (nothing changed), 0 when done, 1 when
     done and a float total passed RESCALE_ABOVE.  ``skip_var`` (or -1) is a variable
-    whose totals are loaded, not computed (shared_rows' SHARE_TAKE): events ignore it.
+    whose totals are loaded, not computed (kept_totals' SHARE_TAKE): events ignore it.
     """
     nvu = np.uint64(nv)
     v = -1
@@ -653,11 +653,11 @@ def run_mixed_ring(
     predecessors with the most live channels first: a row is a copy of its first source
     when that source has all of the row's channels.
 
-    Sharing a kept variable between sub-streams (:mod:`cogra.runtime.fast.shared_rows`):
-    with ``share_mode`` :data:`~mixed_kernels.SHARE_SAVE`, after each batch, variable
+    Sharing a kept variable between sub-streams (:mod:`cogra.runtime.compiled.sharing.kept_totals`):
+    with ``share_mode`` :data:`~mixed_grained.SHARE_SAVE`, after each batch, variable
     ``share_var``'s lane totals (its live channels) go to cache row ``j - 1``, the batch's
     last position (``ci``, ``cf``), with the ring pane they are current at
-    (``cpane``).  With :data:`~mixed_kernels.SHARE_TAKE` the variable is never computed:
+    (``cpane``).  With :data:`~mixed_grained.SHARE_TAKE` the variable is never computed:
     before each batch its totals are loaded from cache row ``take_at[i]`` (-1: none yet),
     and the lanes of the panes that expired since that row's pane are emptied."""
     n_pairs = pair_flags.shape[0]

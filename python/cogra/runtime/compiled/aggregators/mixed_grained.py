@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from cogra.runtime.fast.jit import njit
+from cogra.runtime.compiled.jit import njit
 
-from cogra.runtime.fast.kernels import (
+from cogra.runtime.compiled.aggregators.coarse_grained import (
     RESCALE_ABOVE,
     RESCALE_STEP,
     _ONE,
@@ -43,7 +43,7 @@ from cogra.runtime.fast.kernels import (
     _reset,
     _reset_row,
 )
-from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
+from cogra.runtime.compiled.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
 
 RADIX_BITS = 11  # ranks are sorted in passes of up to this many bits (2048 buckets)
 
@@ -198,7 +198,7 @@ def _radix_sort_into(keys, tags, n, count, tmp_k, tmp_t):
     keys and tags ended in the scratch (else in ``keys``/``tags``).  Ranks of a block are a
     few hundred to a few thousand keys below 2**22: two passes over them beat a comparison
     sort's mispredicted branches several times.  It allocates nothing and returns no array, so
-    mixed_ring's loop, compiled without reference counts, can call it: numba compiles a
+    mixed_one_pass's loop, compiled without reference counts, can call it: numba compiles a
     callee with its caller's options and keeps that compile for every caller of the same
     types -- one returning an array compiled so would hand reference-counted callers a
     freed one."""
@@ -314,7 +314,7 @@ def _local_bound(t, own, local, vals, m):
 @njit(cache=True, inline="always")
 def _below(vals, m, t):
     """``np.searchsorted(vals[:m], t)`` (ascending ``vals``) without the slice: a view would
-    need reference counts, which mixed_ring's loop is compiled without."""
+    need reference counts, which mixed_one_pass's loop is compiled without."""
     a = 0
     z = m
     while a < z:
@@ -455,7 +455,7 @@ def run_mixed_windows(
 ):
     """Every window ``[win_lo[w], win_hi[w])``; results in row ``w`` of ``out_*``.
 
-    Sharing a kept variable between sub-streams (:mod:`cogra.runtime.fast.shared_rows`):
+    Sharing a kept variable between sub-streams (:mod:`cogra.runtime.compiled.sharing.kept_totals`):
     with ``share_mode`` :data:`SHARE_SAVE`, after each batch, variable ``share_var``'s
     total is written to cache row ``j - 1``, the batch's last position (``ci/cf/cx``:
     the variable's live channels ``share_l*``; ``ce``: the exponent of its floats; ``cr``:

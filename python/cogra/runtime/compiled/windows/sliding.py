@@ -3,7 +3,7 @@
 ``WITHIN d SLIDE s`` puts every event into ``d / s`` windows; evaluating each window
 on its own (what :meth:`FastExecutor.run` does) costs ``d / s`` times the tumbling
 query.  When ``s`` divides ``d``, a window is a run of ``d / s`` *panes* of length
-``s``, and :mod:`cogra.runtime.fast.sliding_kernels` shares the panes' work between
+``s``, and :mod:`cogra.runtime.compiled.windows.pane_maps` shares the panes' work between
 the windows: per event it does ``nv + 1`` state
 updates instead of ``d / s``.
 
@@ -23,35 +23,38 @@ import dataclasses
 from typing import Any
 
 import numpy as np
-from cogra.runtime.fast.jit import njit
+from cogra.runtime.compiled.jit import njit
 
-from cogra.runtime.fast import mixed_ring, mixed_sliding, scratch, shared_rows
-from cogra.runtime.fast.channels import KernelOut
-from cogra.runtime.fast.mixed_kernels import SHARE_SAVE, SHARE_TAKE
-from cogra.runtime.fast.window_kernels import walk_ordered
+from cogra.runtime.compiled.windows import mixed_one_pass
+from cogra.runtime.compiled.windows import mixed_grouped
+from cogra.runtime.compiled import scratch
+from cogra.runtime.compiled.sharing import kept_totals
+from cogra.runtime.compiled.channels import KernelOut
+from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.compiled.windows.enumeration import walk_ordered
 from cogra.runtime.windows import is_integral
 
 MIN_PANES_PER_WINDOW = 8
 """Sharing pays off from about ``nv + 1`` panes per window; tests lower this to 1."""
 GROUP_LANES = 16
-"""Mixed-grained sliding windows evaluated per pass (:mod:`mixed_sliding`).  q3 as printed
+"""Mixed-grained sliding windows evaluated per pass (:mod:`mixed_grouped`).  q3 as printed
 (200k events, 60 windows per event) took 1.97 / 1.77 / 1.74 / 1.68 s with 8 / 12 / 16 / 24
 (per-window kernel: 4.2 s): the per-pass cost (traversal, ranks) and the per-lane cost
 (the lanes' arithmetic) balance in that range."""
 RING = True
-"""Mixed-grained sliding windows use the ring kernel (:mod:`mixed_ring`) where it fits;
-tests turn it off to check the grouped kernel (:mod:`mixed_sliding`)."""
+"""Mixed-grained sliding windows use the ring kernel (:mod:`mixed_one_pass`) where it fits;
+tests turn it off to check the grouped kernel (:mod:`mixed_grouped`)."""
 RING_MAX_BYTES = 1 << 29
 """The ring kernel's trees and stored vectors (``W`` lanes per channel over a block of
 twice the live positions) must fit in this; beyond it the grouped kernel's ``G + 1``
 lanes are used."""
 SPECIALIZE_MIN_EVENTS = 100_000_000
 """Inputs at least this large compile the sharing kernel generated for the query's shape
-(:func:`codegen.sliding_for`) in the foreground: ~1.5x faster (q1 over 1M events: 0.09
+(:func:`kernel_cache.sliding_for`) in the foreground: ~1.5x faster (q1 over 1M events: 0.09
 instead of 0.15 s), but compiling it takes ~9 s the first time a shape is seen on a
 machine (numba then caches it on disk), which one call repays only from ~150M events.
-Smaller inputs run it once it is compiled (:func:`codegen.is_compiled`) and request its
-compile in the background (:func:`codegen.generated_or_requested`).  Tests lower it."""
+Smaller inputs run it once it is compiled (:func:`kernel_cache.is_compiled`) and request its
+compile in the background (:func:`background.generated_or_requested`).  Tests lower it."""
 MIN_EVENTS_PER_WINDOW = 160
 """The sharing kernel costs about 1 µs per window and per pane, the per-window kernel
 about 10 ns per (window, event) pair (measured on the stock data, one variable): below
@@ -84,10 +87,11 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     shape = plan(fast, engine, lo, hi)
     if shape is None:
         return None
-    from cogra.runtime.fast import sliding_kernels
+    from cogra.runtime.compiled.windows import pane_maps
 
-    kernel = sliding_kernels.run_sliding
-    from cogra.runtime.fast import codegen
+    kernel = pane_maps.run_sliding
+    from cogra.runtime.compiled.codegen import background
+    from cogra.runtime.compiled.codegen import kernel_cache
 
     kernel_shape = fast.shape()
     slide, panes = shape
@@ -101,14 +105,14 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     c = fast.chan
     # The kernel writes a row per distinct window, shared by the windows that repeat it
     # (KernelOut.row_first); the channels are the engine's working arrays, reused by its
-    # next block (cogra.runtime.fast.scratch).
+    # next block (cogra.runtime.compiled.scratch).
     out = KernelOut.unfilled(len(row_k), c, engine.scratch)
     out.row_first = row_first
     seg_done = np.ones(len(subs.seg_ptr) - 1, np.bool_)
     max_panes = _max_panes(subs.seg_ptr, panes)
 
     def arguments(generated: bool) -> tuple:
-        # (pair_ok, max_batch: per evaluation, not per block of windows: window_blocks)
+        # (pair_ok, max_batch: per evaluation, not per block of windows: blockwise)
         return (
             fast.mode, times, plays, fast.pair_ok_of(rows, plays, generated), fast.nv, fast.pred_ptr,
             fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
@@ -118,12 +122,12 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
             out.i, out.f, out.x, out.e, out.r, seg_done,
         )
 
-    generated = codegen.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
+    generated = background.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
                                                engine.n, lambda: arguments(True))
     if generated:
         # Large inputs (or any, once compiled): the same kernel with its pane update and
         # map application generated for the query's shape (codegen; cached on disk).
-        kernel = codegen.sliding_for(kernel_shape)
+        kernel = kernel_cache.sliding_for(kernel_shape)
     kernel(*arguments(generated))
     # Segments whose floats turned non-finite: their rows are meaningless; the direct
     # kernel (which rescales per window) evaluates them instead.
@@ -200,8 +204,8 @@ def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
 def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
                lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
     """Mixed-grained sliding windows: all of a sub-stream's windows in one pass over lanes
-    by start pane (:mod:`cogra.runtime.fast.mixed_ring`) where its memory fits, else a
-    group of windows per pass (:mod:`cogra.runtime.fast.mixed_sliding`); None where
+    by start pane (:mod:`cogra.runtime.compiled.windows.mixed_one_pass`) where its memory fits, else a
+    group of windows per pass (:mod:`cogra.runtime.compiled.windows.mixed_grouped`); None where
     neither applies."""
     spec = engine.windows
     c = fast.chan
@@ -219,7 +223,7 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
 
     def fits(span: int) -> bool:
-        return mixed_ring.tree_bytes(len(fast.pair_flags), n_live, panes, span) <= RING_MAX_BYTES
+        return mixed_one_pass.tree_bytes(len(fast.pair_flags), n_live, panes, span) <= RING_MAX_BYTES
 
     if RING:
         def ring(rows, plays, seg_ptr, windows, w_lo, w_hi, share):
@@ -234,7 +238,7 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
             return _run_ring(fast, engine, rows, plays, seg_ptr, seg[windows], k[windows], w_lo, w_hi,
                              slide, panes, share, span=span, times=times)
 
-        out = shared_rows.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
+        out = kept_totals.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
         if out is not None:
             return out
     rows = subs.rows
@@ -242,7 +246,7 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
     ring_span = _max_live_span(times // slide, subs.seg_ptr, panes) if RING else 0
     if RING and fits(ring_span):
         out, redo = _run_ring(fast, engine, rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
-                              shared_rows.RingShare.none(), span=ring_span, times=times)
+                              kept_totals.RingShare.none(), span=ring_span, times=times)
     else:
         out = KernelOut.zeros(len(seg), c)
         redo = np.zeros(len(seg), np.bool_)
@@ -253,7 +257,7 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
         last = np.searchsorted(key, key + group - 1, side="right") - 1
         max_span = max(1, int((hi[last] - lo).max()))
         p = fast.pair_arrays
-        mixed_sliding.run_mixed_sliding(
+        mixed_grouped.run_mixed_sliding(
             times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
             fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
             fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
@@ -272,7 +276,7 @@ def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_p
               share: Any, span: int | None = None, times: np.ndarray | None = None
               ) -> tuple[KernelOut, np.ndarray]:
     """The ring kernel over the positions ``rows`` (segments ``seg_ptr``), windows ``(seg, k)``
-    with ranges ``[lo, hi)`` over them; ``share``: a :class:`shared_rows.RingShare` (taking:
+    with ranges ``[lo, hi)`` over them; ``share``: a :class:`kept_totals.RingShare` (taking:
     no indexed pair is left); ``span``: :func:`_max_live_span` of these positions, and
     ``times`` their times, if known.  ``(channels, windows to redo)``."""
     c = fast.chan
@@ -288,7 +292,7 @@ def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_p
     out = KernelOut.unfilled(len(seg), c)  # each window's row is written or marked to redo
     redo = np.zeros(len(seg), np.bool_)
     p = fast.no_pair_arrays if share.mode == SHARE_TAKE else fast.pair_arrays
-    mixed_ring.run_mixed_ring(
+    mixed_one_pass.run_mixed_ring(
         times, plays, fast.pair_ok[rows], fast.nv, fast.pred_ptr, _preds_widest_first(fast),
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
         fast.a_int, fast.a_flt, fast.a_valid, rows, p.pair_of, p.pair_flags, p.live_i, p.live_f,
@@ -322,15 +326,16 @@ def _build_shared_shape(fast: Any, var: int):
 def _generated(fast: Any, var: int, function: str, n_positions: int) -> tuple[Any, bool] | None:
     """``(shape, whether to run its generated function)`` for the ring's generated runs of
     shared variable ``var``: run where the input is large enough to repay compiling it or
-    it is compiled already (:func:`codegen.use_generated`); None where it is neither and
+    it is compiled already (:func:`kernel_cache.use_generated`); None where it is neither and
     the engine's call too small to request its compile in the background either
-    (:data:`codegen.BACKGROUND_MIN_EVENTS`: the call's events, not the run's positions)."""
-    from cogra.runtime.fast import codegen
-    from cogra.runtime.fast.executor import SPECIALIZE_MIN_EVENTS
+    (:data:`background.BACKGROUND_MIN_EVENTS`: the call's events, not the run's positions)."""
+    from cogra.runtime.compiled.codegen import background
+    from cogra.runtime.compiled.codegen import kernel_cache
+    from cogra.runtime.compiled.executor import SPECIALIZE_MIN_EVENTS
 
     shape = _shared_shape(fast, var)
-    generated = codegen.use_generated(shape, function, n_positions, SPECIALIZE_MIN_EVENTS)
-    if not generated and not codegen.worth_requesting(fast.engine.n):
+    generated = kernel_cache.use_generated(shape, function, n_positions, SPECIALIZE_MIN_EVENTS)
+    if not generated and not background.worth_requesting(fast.engine.n):
         return None
     return shape, generated
 
@@ -339,12 +344,13 @@ def _run_generated(shape: Any, generated: bool, function: str, args: tuple) -> b
     """Run the shape's generated ``function`` on ``args``, or (not ``generated``) request its
     compile in the background for the next call -- a Spark task's slice, probably.  Whether
     it ran."""
-    from cogra.runtime.fast import codegen
+    from cogra.runtime.compiled.codegen import background
+    from cogra.runtime.compiled.codegen import kernel_cache
 
     if not generated:
-        codegen.compile_in_background(shape, function, args)
+        background.compile_in_background(shape, function, args)
         return False
-    getattr(codegen, f"{function}_for")(shape)(*args)
+    getattr(kernel_cache, f"{function}_for")(shape)(*args)
     return True
 
 
@@ -352,8 +358,8 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
                       k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
                       share: Any) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` loading the shared variable, with the run generated for the query's
-    shape (:mod:`codegen_ring`, ~2x faster), or None: where the input is too small to repay
-    compiling it (unless compiled already; from :data:`codegen.BACKGROUND_MIN_EVENTS`
+    shape (:mod:`pane_loading`, ~2x faster), or None: where the input is too small to repay
+    compiling it (unless compiled already; from :data:`background.BACKGROUND_MIN_EVENTS`
     events in the call on, it is compiled in the background for the next call), or a
     batch it does not take (the generic kernel runs instead).  Its windows need nothing redone then."""
     found = _generated(fast, share.var, "ring_loading", share.positions or len(rows))  # (a batch: its run's)
@@ -372,12 +378,12 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
                      seg: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
                      share: Any, span: int | None) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` over the representatives (saving the shared variable's totals), with
-    the run generated for the query's shape (:mod:`codegen_ring`; q3's 87 -> 66 ms), or None
+    the run generated for the query's shape (:mod:`pane_loading`; q3's 87 -> 66 ms), or None
     where it does not apply (the shared variable, which the representatives' events play
     alone, must start trends) or is not worth compiling
     (as :func:`_run_ring_loading`).  Its windows' channels are zeros, as the generic kernel's
     for a representative: they are never read."""
-    v = share.var  # (shared_rows.shared_variable: v's one pair is with itself, its only predecessor)
+    v = share.var  # (kept_totals.shared_variable: v's one pair is with itself, its only predecessor)
     if v not in fast.engine.bound.automaton.start:
         return None
     found = _generated(fast, v, "ring_saving", share.positions or len(rows))  # (a batch: its run's)
@@ -398,7 +404,7 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
 def _preds_widest_first(fast: Any) -> np.ndarray:
     """``pred_idx`` with each variable's predecessors ordered by their live channels, most
     first: the ring kernel copies a row from its first source when that has all its
-    channels (see :func:`mixed_ring.run_mixed_ring`)."""
+    channels (see :func:`mixed_one_pass.run_mixed_ring`)."""
     width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
     preds = [sorted(fast.pred_idx[a:z].tolist(), key=lambda u: -width[u])
              for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]

@@ -1,6 +1,6 @@
 """The sharing arguments of the mixed-grained kernel: a cache of one variable's totals
-that one run saves and later runs read (:mod:`cogra.runtime.fast.shared_rows` decides
-when; :func:`~cogra.runtime.fast.mixed_kernels.run_mixed_windows` takes them)."""
+that one run saves and later runs read (:mod:`cogra.runtime.compiled.sharing.kept_totals` decides
+when; :func:`~cogra.runtime.compiled.aggregators.mixed_grained.run_mixed_windows` takes them)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from cogra.runtime.fast.mixed_kernels import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
 
 
 @dataclass
 class Share:
-    """The sharing arguments of :func:`~cogra.runtime.fast.mixed_kernels.run_mixed_windows`.
+    """The sharing arguments of :func:`~cogra.runtime.compiled.aggregators.mixed_grained.run_mixed_windows`.
 
     ``take_at``: per position of the run, its cache row (read under ``SHARE_TAKE``; under
     ``SHARE_SAVE`` a batch's total goes to the row of its last position).  The cache holds

@@ -1,6 +1,6 @@
 """Compiled sliding-window sharing: per-pane affine maps combined with two stacks.
 
-A kernel *state* is what :func:`cogra.runtime.fast.kernels.run_windows` keeps: rows
+A kernel *state* is what :func:`cogra.runtime.compiled.aggregators.coarse_grained.run_windows` keeps: rows
 ``0..nv-1`` per variable plus the finished row ``nv``, each with channels ``I``
 (uint64, exact mod 2**64), ``F`` (float64), ``X`` (int64 MIN/MAX keys) and the reach
 flag ``R``.  A batch of events maps a state to a new one, and that map is affine in a
@@ -27,7 +27,7 @@ independent of ``size / slide``.
 
 Floats carry one power-of-two exponent per state (``true = stored * 2**e``), kept
 below :data:`SCALE_ABOVE` so that the products in :func:`_apply` cannot overflow; a
-window's exponent is its state's, and :func:`~cogra.runtime.fast.channels.decode`
+window's exponent is its state's, and :func:`~cogra.runtime.compiled.channels.decode`
 treats it exactly as the per-run exponent of ``run_windows``.  A segment whose floats
 turn non-finite anyway is reported as not done and the caller evaluates its windows
 with the direct kernel.
@@ -39,9 +39,9 @@ import math
 
 import numpy as np
 
-from cogra.runtime.fast.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
-from cogra.runtime.fast.jit import NO_REFCOUNTS, njit
-from cogra.runtime.fast.kernels import _batch
+from cogra.runtime.compiled.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
+from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
+from cogra.runtime.compiled.aggregators.coarse_grained import _batch
 
 SCALE_ABOVE = 2.0**400
 """Stored floats stay below this (times one batch's growth), so a product of two of
@@ -254,7 +254,7 @@ def _pane_map(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start
 
 @njit(cache=True, **NO_REFCOUNTS)
 def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, out_f, out_x, out_e, out_r):
-    """Row ``w`` of the outputs from pool row ``s`` (as :func:`kernels._emit_window`: under
+    """Row ``w`` of the outputs from pool row ``s`` (as :func:`coarse_grained._emit_window`: under
     any, the trends ending at a final variable are added to the finished row now)."""
     fin = nv
     if mode == 0:

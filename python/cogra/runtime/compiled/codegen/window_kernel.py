@@ -1,43 +1,31 @@
 """Specialised kernels: the generic kernel's loop, generated per query shape.
 
-The generic kernel (:mod:`cogra.runtime.fast.kernels`) keeps states in small arrays
-and interprets the aggregate program per event; that costs most of its time.  For a
-given *shape* -- semantics, predTypes, start/final variables, the slot program -- this
-module writes the same loop with every state slot a local scalar, every loop over
-variables and slots unrolled, so LLVM keeps the states in registers.
+The generic kernel (:mod:`cogra.runtime.compiled.aggregators.coarse_grained`) keeps
+states in small arrays and interprets the aggregate program per event; that costs most
+of its time.  For a given *shape* (:class:`query_shape.Shape`) this module writes the same
+loop with every state slot a local scalar, every loop over variables and slots unrolled,
+so LLVM keeps the states in registers; and the sliding-window sharing functions of
+:mod:`cogra.runtime.compiled.windows.pane_maps` for the same shape.
 
 Two facts keep the generated code small: events of one timestamp all read the state
 from before their batch, so each batch only needs one *delta* per variable (summed
 over the batch's events); and the rescaling check only watches the trend counts,
 against a bound that the caller derives from the largest attribute magnitude and the
 longest window.
-
-Sources are written to :func:`cogra.runtime.caches.cache_root` ``/kernels`` (default
-``~/.cache/cogra/kernels``) and imported from there, so numba's on-disk cache works across processes: compiling a
-shape costs about a second once.
 """
 
 from __future__ import annotations
 
 import ast
-import contextlib
 import functools
 import hashlib
-import importlib.util
 import inspect
-import os
 import re
 import sys
-import threading
-import time
-import uuid
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
-from cogra.runtime.caches import cache_root
-from cogra.runtime.fast import codegen_decode, codegen_ring
-from cogra.runtime.fast.channels import (
+from cogra.runtime.compiled.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
     OP_CNT,
@@ -47,436 +35,14 @@ from cogra.runtime.fast.channels import (
     OP_SUM_FLOAT,
     OP_SUM_INT,
 )
-from cogra.runtime.fast.jit import NO_REFCOUNTS_SOURCE as _NO_REFCOUNTS
+from cogra.runtime.compiled.codegen import pane_loading
+from cogra.runtime.compiled.codegen.query_shape import Shape
+from cogra.runtime.compiled.jit import NO_REFCOUNTS_SOURCE as _NO_REFCOUNTS
+
 
 POW2_TABLE = 1100
 """Powers ``2**-n``, ``n < POW2_TABLE``, tabled in the generated sliding functions (below
 2**-1074 every double is zero)."""
-
-_LOADED: dict[str, object] = {}
-
-
-@dataclass(frozen=True)
-class Shape:
-    mode: int  # 0 any, 1 next, 2 contiguous
-    nv: int
-    preds: tuple[tuple[int, ...], ...]
-    start: tuple[int, ...]
-    final: tuple[int, ...]
-    ops: tuple[tuple[int, int, int, int, int, int], ...]  # (var, op, attr, s1, s2, s3)
-    n_i: int
-    n_f: int
-    x_is_min: tuple[bool, ...]
-    pair_checks: tuple[tuple[int, int], ...]  # (u, v) pairs gated by pair_ok bits
-    loads: tuple | None = None
-    """``(v, live_i, live_f, live_x)``: the module's ``kernel_loading`` never computes
-    variable ``v``; it loads v's totals per batch from a cache of its live channels
-    (:mod:`cogra.runtime.fast.shared_rows`)."""
-    live: tuple | None = None
-    """``(live_i, live_f)``: per variable, the integer and float channels its states can
-    hold non-empty (``FastExecutor._live_channels``); with ``loads``, the module has the
-    ring kernel's loading run ``ring_loading`` (:mod:`codegen_ring`)."""
-    saves: tuple | None = None
-    """``(v, pair_flags, tree_i, tree_f)``: with ``live``, the module has the ring kernel's
-    representatives' run ``ring_saving`` (:mod:`codegen_ring`) for the shared variable
-    ``v``, whose one indexed pair has flags ``pair_flags`` and keeps channels ``tree_i`` /
-    ``tree_f`` in its trees."""
-
-    @property
-    def key(self) -> str:
-        """The generated module's name: a hash of the shape.  (Not cached on the instance: a
-        cached value would join the fields in ``__dict__``, which callers copy.  Memoized in
-        :data:`_KEYS` instead: the ring asks for it per batch, and hashing the shape's
-        fields costs ~0.4 us where its repr and SHA-256 cost ~9.)"""
-        key = _KEYS.get(self)
-        if key is None:
-            if len(_KEYS) >= _KEYS_MAX:
-                _KEYS.clear()
-            key = _KEYS[self] = hashlib.sha256(repr(self).encode()).hexdigest()[:20]
-        return key
-
-
-_KEYS: dict[Shape, str] = {}
-_KEYS_MAX = 4096
-
-
-def cache_dir() -> Path:
-    """Where generated modules live (:func:`cogra.runtime.caches.cache_root`: a writable
-    place on every machine)."""
-    path = cache_root() / "kernels"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _source_path(shape: Shape) -> tuple[Path, bool]:
-    """Where the shape's module is written, and whether the file there is this version's."""
-    path = cache_dir() / f"cogra_kernel_{shape.key}.py"
-    return path, path.exists() and path.read_text() == _source(shape)
-
-
-_LOADING = threading.Lock()
-"""Serialises writing and importing generated modules within a process (threads)."""
-
-
-def _module_for(shape: Shape):
-    """The generated module of a shape (written and imported once per process).
-
-    The source is written to a temporary file of this process *and thread* and renamed
-    into place, so that processes and threads writing the same module at once never see
-    a partial file nor lose each other's temporary file."""
-    key = shape.key
-    module = _LOADED.get(key)
-    if module is not None:
-        return module
-    with _LOADING:
-        if key in _LOADED:
-            return _LOADED[key]
-        path, current = _source_path(shape)
-        if not current:
-            tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(_source(shape))
-            os.replace(tmp, path)
-        name = f"cogra_kernel_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        _LOADED[key] = module
-        return module
-
-
-REUSE_COMPILED = True
-"""Whether :func:`is_compiled` may report kernels compiled earlier (tests turn it off, so
-that which kernel runs does not depend on the machine's cache)."""
-
-RECHECK_SECONDS = 1.0
-"""How long :func:`is_compiled` trusts a "not compiled" answer for a shape not loaded in
-this process.  Finding out means generating the shape's source, reading the file beside
-it and listing numba's cache (~0.2 ms): a Spark task's slices ask for every call (q2,
-~130 calls per 1M rows), while the answer changes only when a compile -- in the
-background, or by another process -- finishes."""
-
-_NOT_COMPILED: dict[tuple[str, str], float] = {}
-"""``(shape key, function)`` -> when :func:`is_compiled` last found it not compiled."""
-
-
-def is_compiled(shape: Shape, function: str) -> bool:
-    """Whether ``function`` of the shape's generated module is compiled already: in this
-    process, or in numba's on-disk cache (``__pycache__`` beside the source).  Loading it
-    then costs milliseconds instead of seconds of compiling, so the engine uses generated
-    kernels for inputs of any size once they exist (e.g. a Spark worker's 131k-row chunks
-    after a full-size run compiled them)."""
-    if not REUSE_COMPILED:
-        return False
-    key = shape.key
-    module = _LOADED.get(key)
-    if module is not None:
-        # Once compiled, a dispatcher stays compiled: remember it on the module (asking the
-        # dispatcher for its signatures costs ~50 us, and the ring asks per batch).
-        compiled = module.__dict__.setdefault("_cogra_compiled", set())
-        if function in compiled:
-            return True
-        if getattr(module, function).signatures:
-            compiled.add(function)
-            return True
-    checked = _NOT_COMPILED.get((key, function))
-    now = time.monotonic()
-    if checked is not None and now - checked < RECHECK_SECONDS:
-        return False
-    path, current = _source_path(shape)
-    # (not current: not generated yet, or generated by another version of cogra)
-    if current:
-        compiled = any(_index_is_current(index, path)
-                       for index in _numba_cache_path(path).glob(f"cogra_kernel_{key}.{function}-*.nbi"))
-    else:
-        compiled = False
-    if compiled:
-        _NOT_COMPILED.pop((key, function), None)
-    else:
-        _NOT_COMPILED[(key, function)] = now
-    return compiled
-
-
-def _numba_cache_path(source: Path) -> Path:
-    """Where numba caches the functions of ``source``, by numba's own choice of place:
-    ``$NUMBA_CACHE_DIR`` when set (as :func:`cogra.runtime.caches.ensure_numba_cache`
-    sets it where HOME is read-only), else ``__pycache__`` beside the source.  (Looking
-    beside the source alone, an executor with ``NUMBA_CACHE_DIR`` never found a generated
-    kernel compiled: it ran the generic one and compiled it again in the background.)"""
-    from numba.core import config
-    from numba.core.caching import CacheImpl
-
-    place = (str(source.parent), config.CACHE_DIR or "")  # the place is per directory
-    found = _NUMBA_CACHE_PATHS.get(place)
-    if found is None:
-        found = source.parent / "__pycache__"
-        for cls in CacheImpl._locator_classes:
-            try:
-                locator = cls.from_function(_numba_cache_path, str(source))
-            except Exception:  # noqa: BLE001 - a locator that does not apply here
-                locator = None
-            if locator is not None:
-                found = Path(locator.get_cache_path())
-                break
-        _NUMBA_CACHE_PATHS[place] = found
-    return found
-
-
-_NUMBA_CACHE_PATHS: dict[tuple[str, str], Path] = {}
-
-
-def _index_is_current(index: Path, source: Path) -> bool:
-    """Whether numba's cache index ``index`` was written for ``source`` as it is now.  An
-    index newer than the source is; an older one may be too: numba stamps an index with
-    the source's sha256 (0.6x; older ones its mtime and size), and a source rewritten with
-    the same text -- by a process of another cogra version that shares the cache, between
-    two of this one's -- is newer than its still valid index.  Judged by mtimes alone, such
-    a kernel never counted as compiled again, and its background compile, finding it
-    compiled, wrote no newer index."""
-    try:
-        if index.stat().st_mtime >= source.stat().st_mtime:
-            return True
-        import pickle
-
-        with open(index, "rb") as f:
-            pickle.load(f)  # numba's version
-            stamp = pickle.loads(f.read())[0]
-        st = source.stat()
-        return stamp == hashlib.sha256(source.read_bytes()).digest() or stamp == (st.st_mtime, st.st_size)
-    except Exception:  # (unreadable, or another numba's format: not known to be compiled)
-        return False
-
-
-GENERATED_ENV = "COGRA_GENERATED_KERNELS"
-"""Set to ``0`` to run the generic compiled kernels only: no per-shape kernel is compiled
-(in the foreground or the background) or loaded.  Results are the same; queries whose
-inputs repay a per-shape kernel run slower, and none waits for a compile."""
-
-
-def generated_kernels_enabled() -> bool:
-    return os.environ.get(GENERATED_ENV, "1") != "0"
-
-
-def use_generated(shape: Shape, function: str, n_events: int, min_events: int) -> bool:
-    """Whether to run the shape's generated ``function``: the input is large enough to
-    repay compiling it (``min_events``), or it is compiled already."""
-    if not generated_kernels_enabled():
-        return False
-    return n_events >= min_events or is_compiled(shape, function)
-
-
-BACKGROUND_ENV = "COGRA_BACKGROUND_COMPILE"
-"""Set to ``0`` to never start background compiles (:func:`compile_in_background`)."""
-STALE_LOCK_SECONDS = 900
-BACKGROUND_MIN_EVENTS = 8_192
-"""An engine call over at least this many events (its table's rows) that runs a generic
-kernel asks for the generated one in the background (:func:`generated_or_requested`).  A
-Spark task evaluates a partition in slices and chunks of ~6k-40k rows: none of them
-reaches the sizes that repay compiling in the foreground (``min_events``: 50k-1M), and a
-generated run's own positions can be far fewer than the call's (q3's representatives,
-a tenth of its stocks).  On a machine where no whole-table run ever compiled them, Spark
-kept the generic kernels for good: q2's per-window kernel (~5x slower per window), q1's
-sliding kernel (its partition loop ~1.45x slower), q3's representatives' ring run (26%
-slower), q3-tumbling's loading kernel (~1.3x)."""
-
-
-def worth_requesting(call_events: int) -> bool:
-    """Whether an engine call over ``call_events`` events that runs a generic kernel asks
-    for the generated one in the background (BACKGROUND_MIN_EVENTS)."""
-    return call_events >= BACKGROUND_MIN_EVENTS
-
-
-def generated_or_requested(shape: Shape, function: str, n_events: int, min_events: int,
-                           call_events: int, args: Callable[[], tuple]) -> bool:
-    """Whether to run the shape's generated ``function`` (:func:`use_generated`: ``n_events``
-    repay compiling it, or it is compiled already).  Where not, and the engine call holds
-    at least BACKGROUND_MIN_EVENTS events (``call_events``), its compile is requested in
-    the background for later calls (``args()``: this call's arguments, for their types --
-    built only then)."""
-    if use_generated(shape, function, n_events, min_events):
-        return True
-    if worth_requesting(call_events):
-        compile_in_background(shape, function, args())
-    return False
-
-
-def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
-    """Compile the shape's ``function`` for the types of ``args`` in a background process
-    that ends with this one (:func:`_end_with`),
-    once per machine and shape, so that later calls find it compiled (:func:`is_compiled`)
-    -- e.g. a Spark worker's 131k-row chunks, each below the size that repays compiling
-    in the foreground.  A lock file beside the source (holding the request) keeps other
-    processes from starting the same compile; a lock older than 15 minutes is stale.
-    Returns whether it was requested (a process started, or deferred to the end of the
-    call: :func:`compiles_after_the_call`)."""
-    if not REUSE_COMPILED or os.environ.get(BACKGROUND_ENV, "1") == "0" or not generated_kernels_enabled():
-        return False
-    import numba
-
-    types = tuple(numba.typeof(a) for a in args)
-    pending = getattr(_DEFERRED, "requests", None)
-    if pending is not None:
-        if (shape.key, function) not in {(s.key, f) for s, f, _ in pending}:
-            pending.append((shape, function, types))
-        return True
-    return _start(shape, function, types)
-
-
-_DEFERRED = threading.local()
-
-
-@contextlib.contextmanager
-def compiles_after_the_call() -> Iterator[None]:
-    """Start the background compiles requested inside the block when it ends: a compile
-    started mid-call takes a core from the call that asked for it (on two cores, q1's
-    first call over 1M events took 0.76 instead of 0.34 s).  Blocks nest; the outermost
-    starts them."""
-    if getattr(_DEFERRED, "requests", None) is not None:
-        yield
-        return
-    _DEFERRED.requests = []
-    try:
-        yield
-    finally:
-        pending, _DEFERRED.requests = _DEFERRED.requests, None
-        for shape, function, types in pending:
-            _start(shape, function, types)
-
-
-def _start(shape: Shape, function: str, types: tuple) -> bool:
-    """Start the background compile of the shape's ``function`` for argument ``types``
-    (see :func:`compile_in_background`); whether a process was started."""
-    import pickle
-    import subprocess
-
-    lock = cache_dir() / f"cogra_kernel_{shape.key}.{function}.compiling"
-    try:
-        if time.time() - lock.stat().st_mtime < STALE_LOCK_SECONDS:
-            return False
-        lock.unlink()
-    except FileNotFoundError:
-        pass
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as f:
-        f.write(pickle.dumps((shape, function, types)))
-    subprocess.Popen([sys.executable, "-c", _BACKGROUND, str(lock), str(os.getpid()),
-                      str(cache_dir() / "background-compile.lock")],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True)
-    return True
-
-
-_BACKGROUND = """
-import os, sys
-try:
-    os.nice(10)
-    import fcntl
-    held = open(sys.argv[3], "a")
-    fcntl.flock(held, fcntl.LOCK_EX)
-except (OSError, ImportError, AttributeError):
-    pass
-from cogra.runtime.fast import codegen
-codegen._compile_requested(sys.argv[1], int(sys.argv[2]))
-"""
-"""The background compile's process: niced, and holding the machine's background-compile
-lock (one compile at a time, however many are requested) before it imports anything --
-importing cogra and numba costs a core ~0.5 s.  A query requests several compiles (q3
-over 1M events: its ring's two runs and three finishes); run side by side at full
-priority they slowed the query that asked for them ~2x on two cores (q2's first call
-over 1M events: 1.5 instead of 0.45 s)."""
-
-
-def _end_with(parent: int, lock: Path) -> None:
-    """Make this background compile end when the process that asked for it does: a
-    compile outliving its driver or worker holds a core nobody waits for.  Linux tells the
-    process at once (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent.  Ending
-    early removes the lock, so that the next call asks again.  (Its own session still: a
-    Ctrl-C meant for the parent's terminal should not cut a compile that is about to end
-    with the parent's exit anyway.)"""
-    import signal
-
-    def stop(*_: object) -> None:
-        lock.unlink(missing_ok=True)
-        os._exit(1)
-
-    signal.signal(signal.SIGTERM, stop)
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent ended before the signal was armed
-        stop()
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                stop()
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _compile_requested(lock: str, parent: int | None = None) -> None:
-    """The background process: compile what the lock file asks for (numba saves it to its
-    disk cache), then remove the lock; end with ``parent`` (:func:`_end_with`)."""
-    import pickle
-
-    path = Path(lock)
-    if parent is not None:
-        _end_with(parent, path)
-    shape, function, signature = pickle.loads(path.read_bytes())
-    # A compile that fails leaves its lock: no process asks again until it is stale
-    # (STALE_LOCK_SECONDS) -- each Spark task's call would start another one.
-    getattr(_module_for(shape), function).compile(signature)
-    _NOT_COMPILED.pop((shape.key, function), None)
-    path.unlink(missing_ok=True)
-
-
-def kernel_for(shape: Shape) -> Callable:
-    """The compiled kernel of a shape (generated, written and imported once)."""
-    return _module_for(shape).kernel
-
-
-def kernel_loading_for(shape: Shape) -> Callable:
-    """The shape's kernel that loads variable ``shape.loads[0]``'s totals (see :class:`Shape`):
-    ``kernel_loading(<kernel's arguments>, take_at, ci, cf, cx, ce, cr)``."""
-    return _module_for(shape).kernel_loading
-
-
-def ring_loading_for(shape: Shape) -> Callable:
-    """The shape's loading run of the ring kernel (``shape.loads`` and ``shape.live`` set):
-    ``ring_loading(times, plays, pair_ok, a_int, a_flt, a_valid, rows, win_seg, win_k,
-    win_lo, win_hi, slide, lanes, out_i, out_f, out_e, out_r, redo, take_at, ci, cf, cpane)``
-    (see :mod:`codegen_ring`)."""
-    return _module_for(shape).ring_loading
-
-
-def ring_saving_for(shape: Shape) -> Callable:
-    """The shape's representatives' run of the ring kernel (``shape.saves`` and
-    ``shape.live`` set): ``ring_saving(times, plays, pair_ok, a_int, a_flt, a_valid, rows,
-    pair_flags, live_i, live_f, h_rank, h_valid, q_a, q_b, q_eq, g_valid, win_seg, win_k,
-    win_lo, win_hi, slide, lanes, max_batch, max_span, redo, ci, cf, cpane)`` (see
-    :mod:`codegen_ring`)."""
-    return _module_for(shape).ring_saving
-
-
-def finisher_for(shape: codegen_decode.DecodeShape) -> Callable:
-    """The finish of one window per key generated for a query's slots and items: decode and
-    columns in one pass (see :mod:`codegen_decode`)."""
-    return getattr(_module_for(shape), codegen_decode.FUNCTION)
-
-
-def kernel_from_for(shape: Shape) -> Callable:
-    """The shape's kernel that continues windows from carried states (streaming):
-    ``kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,
-    st_i, st_f, st_x, st_r, st_e)``, as :func:`kernels.run_windows_from`."""
-    return _module_for(shape).kernel_from
 
 
 class _Writer:
@@ -508,10 +74,14 @@ class _Indent:
 @functools.lru_cache(maxsize=None)
 def _helpers_hash() -> str:
     """A hash of the sources the generated modules import from or copy."""
-    from cogra.runtime.fast import channels, kernels, mixed_kernels, mixed_ring, sliding_kernels
+    from cogra.runtime.compiled import channels
+    from cogra.runtime.compiled.aggregators import coarse_grained
+    from cogra.runtime.compiled.aggregators import mixed_grained
+    from cogra.runtime.compiled.windows import mixed_one_pass
+    from cogra.runtime.compiled.windows import pane_maps
 
     digest = hashlib.sha256()
-    for module in (channels, kernels, sliding_kernels, mixed_kernels, mixed_ring, codegen_ring,
+    for module in (channels, coarse_grained, pane_maps, mixed_grained, mixed_one_pass, pane_loading,
                    sys.modules[__name__]):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()[:16]
@@ -524,18 +94,11 @@ def _keep_better(w: "_Writer", dst: str, src: str, is_min: bool) -> None:
         w(f"{dst} = {src}")
 
 
-@functools.lru_cache(maxsize=None)
-def _source(shape: Shape | codegen_decode.DecodeShape) -> str:
-    if isinstance(shape, codegen_decode.DecodeShape):
-        return codegen_decode.generate(shape)
-    return generate(shape)
-
-
 def generate(shape: Shape) -> str:
     s = shape
     nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
     w = _Writer()
-    w('"""Generated by cogra.runtime.fast.codegen -- do not edit."""')
+    w('"""Generated by cogra.runtime.compiled.codegen.window_kernel -- do not edit."""')
     # numba's cache tracks a function's own file only, not the modules it calls into:
     # naming their sources' hash here makes a change to them a change to this file.
     w(f"# helpers: {_helpers_hash()}")
@@ -543,8 +106,8 @@ def generate(shape: Shape) -> str:
     w("import numpy as np")
     w("from numba import njit")
     if s.saves:
-        w("from cogra.runtime.fast.mixed_kernels import _rank_buffers, _window_ranks")
-        w("from cogra.runtime.fast.mixed_ring import _expired, _lane_ages, _rebuild, _shift_stored")
+        w("from cogra.runtime.compiled.aggregators.mixed_grained import _rank_buffers, _window_ranks")
+        w("from cogra.runtime.compiled.windows.mixed_one_pass import _expired, _lane_ages, _rebuild, _shift_stored")
     w("U0 = np.uint64(0)")
     w("U1 = np.uint64(1)")
     w(f"XMIN = np.int64({MIN_KEY_IDENTITY})")
@@ -744,7 +307,7 @@ def generate(shape: Shape) -> str:
             with w.block():
                 # The same events as the previous window (a sparse sub-stream under a
                 # sliding window): the same result, copied (q2: 56% of its windows) --
-                # unrolled here: calling kernels._copy_output instead measured 5-10%
+                # unrolled here: calling coarse_grained._copy_output instead measured 5-10%
                 # slower on q2.
                 w("if w > 0 and win_lo[w] == win_lo[w - 1] and win_hi[w] == win_hi[w - 1]:")
                 with w.block():
@@ -780,7 +343,7 @@ def generate(shape: Shape) -> str:
 
     windows_kernel("kernel", "", False)
     if s.loads:
-        assert s.mode == 0 and loaded not in finals  # shared_rows.shared_variable
+        assert s.mode == 0 and loaded not in finals  # kept_totals.shared_variable
         windows_kernel("kernel_loading", ", take_at, ci, cf, cx, ce, cr", True)
     w("@njit(cache=True, fastmath=False)")
     w("def kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
@@ -797,9 +360,9 @@ def generate(shape: Shape) -> str:
             w("st_e[w] = exponent")
     w()
     if s.loads and s.live is not None:
-        codegen_ring.write_ring_loading(w, s)
+        pane_loading.write_ring_loading(w, s)
     if s.saves and s.live is not None:
-        codegen_ring.write_ring_saving(w, s)
+        pane_loading.write_ring_saving(w, s)
     _sliding_functions(w, s, window_loop, transfer)
     text = w.text()
     loop = ["_slide_windows"] if "\ndef _slide_windows(" in text else []  # (see _loop_apart)
@@ -843,11 +406,11 @@ def one_kleene_variable_under_any(s: Shape) -> bool:
 
 
 def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
-    """The sliding-window sharing kernel (:mod:`sliding_kernels`) for this shape: its
+    """The sliding-window sharing kernel (:mod:`pane_maps`) for this shape: its
     driver ``run_sliding`` and ``_compose`` verbatim, with the two hot functions it calls
     -- ``_pane_map`` (the events of a pane applied to the ``nv + 1`` states of a map) and
     ``_apply`` (a map applied to a state) -- generated with every loop unrolled."""
-    from cogra.runtime.fast import sliding_kernels
+    from cogra.runtime.compiled.windows import pane_maps
 
     nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
     # Helpers and the generated functions below read and write single elements only:
@@ -863,7 +426,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     derived = one_kleene_variable_under_any(s)
     inline = ", inline='always'" if derived else ""
     helper = f"@njit(cache=True{_NO_REFCOUNTS}{inline})" if _NO_REFCOUNTS else "@njit(cache=True)"
-    w("from cogra.runtime.fast.sliding_kernels import SCALE_ABOVE, SCALE_STEP, _clear_row")
+    w("from cogra.runtime.compiled.windows.pane_maps import SCALE_ABOVE, SCALE_STEP, _clear_row")
     w()
     # Under any, the trends ending at a final variable join the finished row only when a
     # window is emitted: the pane maps never write it, so every map's and state's finished
@@ -891,7 +454,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     w(helper)
     w("def _normalize_flat(sf, row):")
     with w.block():
-        w('"""sliding_kernels._normalize over the rows kept here, unrolled, on a flat view."""')
+        w('"""pane_maps._normalize over the rows kept here, unrolled, on a flat view."""')
         w("big = 0.0")
         for q in rows:
             for k in range(n_f):
@@ -980,7 +543,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     # The generic signature; _prune_parameters keeps the arguments the body reads (the
     # generic one takes 29, most of them for its interpreted slot program, and every array
     # argument of a call is passed as ~10 scalars, once per pane).
-    generic = list(inspect.signature(sliding_kernels._pane_map.py_func).parameters)
+    generic = list(inspect.signature(pane_maps._pane_map.py_func).parameters)
     w(f"def _pane_map({', '.join(generic)}):")
     with w.block():
         w(f"rescale_above = {float(2.0**600)!r}")
@@ -1124,7 +687,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             one_more_trend("gi", "gf", "gx", "gr", "ge", "o")
     w()
     # From the module's file, not its attributes (tests may wrap those).
-    source = Path(sliding_kernels.__file__).read_text()
+    source = Path(pane_maps.__file__).read_text()
     lines = source.split("\n")
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name in (("run_sliding",) if derived else ("_compose", "run_sliding")):
@@ -1187,15 +750,3 @@ def _loop_apart(run_sliding: str) -> str:
     args = ", ".join(used)
     return (f"@njit(cache=True{_NO_REFCOUNTS})\ndef _slide_windows({args}):\n{loop.rstrip()}\n\n\n"
             f"{head}    _slide_windows({args})\n")
-
-
-def sliding_for(shape: Shape) -> Callable:
-    """The shape's sliding-window sharing kernel, with the signature of
-    :func:`sliding_kernels.run_sliding`."""
-    return _module_for(shape).run_sliding
-
-
-if __name__ == "__main__":  # python -m cogra.runtime.fast.codegen LOCK (see compile_in_background)
-    from cogra.runtime.fast import codegen as _codegen  # the module proper, not this __main__ copy
-
-    _codegen._compile_requested(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)

@@ -1,0 +1,1 @@
+"""Kernels generated per query shape: their sources, their cache, their background compiles."""

@@ -1,0 +1,1 @@
+"""From kernel channels to the result's Arrow columns."""
