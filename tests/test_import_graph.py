@@ -90,3 +90,36 @@ def test_no_module_imports_itself_through_others() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def _longest_chain(graph: dict[str, set[str]], root: str) -> list[str]:
+    """The longest import chain from ``root`` (the graph has no cycles)."""
+    memo: dict[str, list[str]] = {}
+
+    def chain(v: str) -> list[str]:
+        if v not in memo:
+            memo[v] = [v, *max((chain(w) for w in sorted(graph[v])), key=len, default=[])]
+        return memo[v]
+
+    return chain(root)
+
+
+def test_the_code_generator_reads_the_kernels_without_importing_them() -> None:
+    """The generator copies from and hashes the kernels' sources; importing them would make
+    every kernel a dependency of everything that asks for a generated kernel."""
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    generator = {m for m in modules if m.startswith("cogra.runtime.compiled.codegen.")}
+    kernels = {m for m in modules if m.startswith(("cogra.runtime.compiled.aggregators.",
+                                                   "cogra.runtime.compiled.windows."))}
+    assert generator and kernels
+    for m in generator:
+        assert not graph[m] & kernels, (m, graph[m] & kernels)
+
+
+def test_the_engine_is_at_most_ten_imports_deep() -> None:
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    chain = _longest_chain(graph, "cogra.runtime.engine")
+    assert len(chain) <= 10, " > ".join(chain)
+    assert _longest_chain({"a": {"b", "c"}, "b": {"c"}, "c": set()}, "a") == ["a", "b", "c"]

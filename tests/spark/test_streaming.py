@@ -5,7 +5,6 @@ across a stop and restart and across a killed driver."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess

@@ -424,7 +424,8 @@ class FastExecutor:
         ``share`` (:class:`cogra.runtime.compiled.sharing.saved_totals.Share`): save the shared
         variable's rows, or take them from the cache -- then no predicate reads an
         earlier event here, and the kernel builds no trees."""
-        from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_TAKE, run_mixed_windows
+        from cogra.runtime.compiled.aggregators.mixed_grained import run_mixed_windows
+        from cogra.runtime.compiled.codes import SHARE_TAKE
         from cogra.runtime.compiled.sharing.saved_totals import Share
 
         share = share or Share.none(self)
@@ -505,6 +506,12 @@ class FastExecutor:
         biggest = self._largest_summed
         bound = 2.0**1000 / (window * biggest * (1.0 + window * self.nv))
         return bound if bound > 2.0**620 else None
+
+    @staticmethod
+    def specialize_min_events() -> int:
+        """:data:`SPECIALIZE_MIN_EVENTS`, read when asked (tests lower it), for the runs of
+        other modules that hold an executor: the sharing runs and the ring's generated runs."""
+        return SPECIALIZE_MIN_EVENTS
 
     def shape(self, loads: tuple | None = None, live: bool = False):
         """The query's shape, for the generated kernels (:mod:`cogra.runtime.compiled.codegen`); ``loads``: see

@@ -44,11 +44,10 @@ from cogra.runtime.compiled.aggregators.coarse_grained import (
     _reset_row,
 )
 from cogra.runtime.compiled.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
+from cogra.runtime.compiled.codes import SHARE_SAVE, SHARE_TAKE, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 RADIX_BITS = 11  # ranks are sorted in passes of up to this many bits (2048 buckets)
 
-# Which rank ranges a comparison h ∘ g selects (flags: prefix, suffix, equal).
-USE_PREFIX, USE_SUFFIX, USE_EQUAL = 1, 2, 4
 
 
 def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray,
@@ -406,9 +405,6 @@ def _rank_buffers(n_pairs, block):
             np.zeros(block, np.int64), np.zeros((1 << RADIX_BITS) + 1, np.int64))
 
 
-SHARE_NONE, SHARE_SAVE, SHARE_TAKE = 0, 1, 2
-"""``share_mode`` of :func:`run_mixed_windows`: no sharing; save the shared variable's
-totals; take them from the cache."""
 
 
 @njit(cache=True, inline="always")

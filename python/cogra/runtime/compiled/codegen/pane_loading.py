@@ -35,8 +35,7 @@ from typing import Any
 
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.compiled.jit import NO_REFCOUNTS_SOURCE
-from cogra.runtime.compiled.aggregators.mixed_grained import USE_EQUAL, USE_PREFIX, USE_SUFFIX
-from cogra.runtime.compiled.windows.mixed_one_pass import RANK_BLOCK_SPANS
+from cogra.runtime.compiled.codes import RANK_BLOCK_SPANS, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 
 def write_ring_loading(w: Any, s: Any) -> None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import inspect
+import importlib.util
 import re
-import sys
 from pathlib import Path
 from typing import Callable
 
@@ -71,19 +70,28 @@ class _Indent:
         self.w.depth -= 1
 
 
+_HELPERS = tuple(f"cogra.runtime.compiled.{name}" for name in (
+    "channels", "aggregators.coarse_grained", "windows.pane_maps", "aggregators.mixed_grained",
+    "windows.mixed_one_pass", "codegen.pane_loading"))
+"""The modules the generated sources import from or copy."""
+
+
+def _source_file(module: str) -> Path:
+    """The source file of ``module``, found without importing it: the generator reads the
+    kernels' sources, and importing them would make every kernel a dependency of the code
+    generator (and of everything that asks for a generated kernel)."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    return Path(spec.origin)
+
+
 @functools.lru_cache(maxsize=None)
 def _helpers_hash() -> str:
     """A hash of the sources the generated modules import from or copy."""
-    from cogra.runtime.compiled import channels
-    from cogra.runtime.compiled.aggregators import coarse_grained
-    from cogra.runtime.compiled.aggregators import mixed_grained
-    from cogra.runtime.compiled.windows import mixed_one_pass
-    from cogra.runtime.compiled.windows import pane_maps
-
     digest = hashlib.sha256()
-    for module in (channels, coarse_grained, pane_maps, mixed_grained, mixed_one_pass, pane_loading,
-                   sys.modules[__name__]):
-        digest.update(Path(module.__file__).read_bytes())
+    for name in _HELPERS:
+        digest.update(_source_file(name).read_bytes())
+    digest.update(Path(__file__).read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -405,13 +413,22 @@ def one_kleene_variable_under_any(s: Shape) -> bool:
             and not s.pair_checks)
 
 
+_PANE_MAPS = "cogra.runtime.compiled.windows.pane_maps"
+
+
+def _parameters(module: str, function: str) -> list[str]:
+    """The parameter names of ``module``'s top-level ``function``, read from its source."""
+    for node in ast.parse(_source_file(module).read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return [a.arg for a in node.args.args]
+    raise LookupError(f"{module} defines no {function}")
+
+
 def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     """The sliding-window sharing kernel (:mod:`pane_maps`) for this shape: its
     driver ``run_sliding`` and ``_compose`` verbatim, with the two hot functions it calls
     -- ``_pane_map`` (the events of a pane applied to the ``nv + 1`` states of a map) and
     ``_apply`` (a map applied to a state) -- generated with every loop unrolled."""
-    from cogra.runtime.compiled.windows import pane_maps
-
     nv, n_i, n_f, n_x = s.nv, s.n_i, s.n_f, len(s.x_is_min)
     # Helpers and the generated functions below read and write single elements only:
     # compiled without reference counts (jit.NO_REFCOUNTS), a call costs no atomic update
@@ -543,7 +560,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
     # The generic signature; _prune_parameters keeps the arguments the body reads (the
     # generic one takes 29, most of them for its interpreted slot program, and every array
     # argument of a call is passed as ~10 scalars, once per pane).
-    generic = list(inspect.signature(pane_maps._pane_map.py_func).parameters)
+    generic = _parameters(_PANE_MAPS, "_pane_map")
     w(f"def _pane_map({', '.join(generic)}):")
     with w.block():
         w(f"rescale_above = {float(2.0**600)!r}")
@@ -687,7 +704,7 @@ def _sliding_functions(w: "_Writer", s: Shape, window_loop, transfer) -> None:
             one_more_trend("gi", "gf", "gx", "gr", "ge", "o")
     w()
     # From the module's file, not its attributes (tests may wrap those).
-    source = Path(pane_maps.__file__).read_text()
+    source = _source_file(_PANE_MAPS).read_text()
     lines = source.split("\n")
     for node in ast.parse(source).body:
         if isinstance(node, ast.FunctionDef) and node.name in (("run_sliding",) if derived else ("_compose", "run_sliding")):

@@ -46,7 +46,7 @@ from cogra.runtime.compiled.jit import njit
 
 from cogra.runtime.compiled import channels
 from cogra.runtime.compiled.channels import KernelOut
-from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.compiled.codes import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
 from cogra.runtime.compiled.sharing.saved_totals import Share
 
 ENABLED = True
@@ -299,7 +299,6 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
     lengths would not bound them."""
     from cogra.runtime.compiled.codegen import background
     from cogra.runtime.compiled.codegen import kernel_cache
-    from cogra.runtime.compiled.executor import SPECIALIZE_MIN_EVENTS
 
     live = tuple(tuple(int(k) for k in arr[1:1 + arr[0]]) for arr in (share.live_i, share.live_f, share.live_x))
     shape = fast.shape(loads=(share.var, *live))
@@ -312,7 +311,7 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
                 rows, lo, hi, bound, out.i, out.f, out.x, out.e, out.r,
                 take_at, share.ci, share.cf, share.cx, share.ce, share.cr)
 
-    if not background.generated_or_requested(shape, "kernel_loading", len(rows), SPECIALIZE_MIN_EVENTS, e.n,
+    if not background.generated_or_requested(shape, "kernel_loading", len(rows), fast.specialize_min_events(), e.n,
                                           lambda: arguments(KernelOut.zeros(0, fast.chan))):  # (the types)
         return None
     out = KernelOut.zeros(len(lo), fast.chan)

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.compiled.codes import SHARE_NONE, SHARE_SAVE, SHARE_TAKE
 
 
 @dataclass

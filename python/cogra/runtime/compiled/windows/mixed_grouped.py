@@ -25,7 +25,8 @@ from cogra.runtime.compiled.jit import njit
 
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
-from cogra.runtime.compiled.aggregators.mixed_grained import USE_EQUAL, USE_PREFIX, USE_SUFFIX, _rank_block, _rank_buffers
+from cogra.runtime.compiled.aggregators.mixed_grained import _rank_block, _rank_buffers
+from cogra.runtime.compiled.codes import USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 
 @njit(cache=True, inline="always")

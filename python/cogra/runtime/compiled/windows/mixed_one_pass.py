@@ -36,24 +36,10 @@ from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_
 from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
 from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
 from cogra.runtime.compiled.aggregators.mixed_grained import (
-    SHARE_SAVE,
-    SHARE_TAKE,
-    USE_EQUAL,
-    USE_PREFIX,
-    USE_SUFFIX,
     _rank_buffers,
     _window_ranks,
 )
-
-
-RANK_BLOCK_SPANS = 3
-"""A rank block holds this many live spans (``max_span`` positions each): the trees are
-rebuilt when the events pass its end, about once per ``RANK_BLOCK_SPANS - 1`` spans.  A
-rebuild empties the block's nodes, shifts and re-inserts the live stored vectors and sums
-the nodes in one pass: with blocks of two spans that was a fifth of q3's representatives'
-run (re-ranked every ~470 events), with three ~6% less in all (one more tree level); four
-were no faster.  The generated run (:mod:`pane_loading`) uses the same blocks, so both sum
-in the same order."""
+from cogra.runtime.compiled.codes import RANK_BLOCK_SPANS, SHARE_SAVE, SHARE_TAKE, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 
 def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
@@ -654,10 +640,10 @@ def run_mixed_ring(
     when that source has all of the row's channels.
 
     Sharing a kept variable between sub-streams (:mod:`cogra.runtime.compiled.sharing.kept_totals`):
-    with ``share_mode`` :data:`~mixed_grained.SHARE_SAVE`, after each batch, variable
+    with ``share_mode`` :data:`~cogra.runtime.compiled.codes.SHARE_SAVE`, after each batch, variable
     ``share_var``'s lane totals (its live channels) go to cache row ``j - 1``, the batch's
     last position (``ci``, ``cf``), with the ring pane they are current at
-    (``cpane``).  With :data:`~mixed_grained.SHARE_TAKE` the variable is never computed:
+    (``cpane``).  With :data:`~cogra.runtime.compiled.codes.SHARE_TAKE` the variable is never computed:
     before each batch its totals are loaded from cache row ``take_at[i]`` (-1: none yet),
     and the lanes of the panes that expired since that row's pane are emptied."""
     n_pairs = pair_flags.shape[0]

@@ -30,7 +30,7 @@ from cogra.runtime.compiled.windows import mixed_grouped
 from cogra.runtime.compiled import scratch
 from cogra.runtime.compiled.sharing import kept_totals
 from cogra.runtime.compiled.channels import KernelOut
-from cogra.runtime.compiled.aggregators.mixed_grained import SHARE_SAVE, SHARE_TAKE
+from cogra.runtime.compiled.codes import SHARE_SAVE, SHARE_TAKE
 from cogra.runtime.compiled.windows.enumeration import walk_ordered
 from cogra.runtime.windows import is_integral
 
@@ -331,10 +331,9 @@ def _generated(fast: Any, var: int, function: str, n_positions: int) -> tuple[An
     (:data:`background.BACKGROUND_MIN_EVENTS`: the call's events, not the run's positions)."""
     from cogra.runtime.compiled.codegen import background
     from cogra.runtime.compiled.codegen import kernel_cache
-    from cogra.runtime.compiled.executor import SPECIALIZE_MIN_EVENTS
 
     shape = _shared_shape(fast, var)
-    generated = kernel_cache.use_generated(shape, function, n_positions, SPECIALIZE_MIN_EVENTS)
+    generated = kernel_cache.use_generated(shape, function, n_positions, fast.specialize_min_events())
     if not generated and not background.worth_requesting(fast.engine.n):
         return None
     return shape, generated

@@ -1,0 +1,23 @@
+"""Integer codes the kernels take as arguments, shared by their callers and the generated
+sources: which rank ranges a comparison selects, how a run shares a kept variable's
+totals, and how many spans a rank block holds.
+
+A leaf module, so that the code generator and the sharing logic read them without
+importing the kernels.
+"""
+
+USE_PREFIX, USE_SUFFIX, USE_EQUAL = 1, 2, 4
+"""Which rank ranges a comparison ``h ∘ g`` selects (flags: prefix, suffix, equal)."""
+
+SHARE_NONE, SHARE_SAVE, SHARE_TAKE = 0, 1, 2
+"""``share_mode`` of :func:`~cogra.runtime.compiled.aggregators.mixed_grained.run_mixed_windows`:
+no sharing; save the shared variable's totals; take them from the cache."""
+
+RANK_BLOCK_SPANS = 3
+"""A rank block holds this many live spans (``max_span`` positions each): the ring kernel's trees are
+rebuilt when the events pass its end, about once per ``RANK_BLOCK_SPANS - 1`` spans.  A
+rebuild empties the block's nodes, shifts and re-inserts the live stored vectors and sums
+the nodes in one pass: with blocks of two spans that was a fifth of q3's representatives'
+run (re-ranked every ~470 events), with three ~6% less in all (one more tree level); four
+were no faster.  The generated run (:mod:`~cogra.runtime.compiled.codegen.pane_loading`) uses the same blocks, so both sum
+in the same order."""
