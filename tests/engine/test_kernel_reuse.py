@@ -207,7 +207,7 @@ def test_shape_keys_are_memoized_by_value(monkeypatch) -> None:
 
     monkeypatch.setattr(query_shape, "_KEYS", {})
     shape = query_shape.Shape(mode=0, nv=2, preds=((), (0, 1)), start=(0,), final=(1,), ops=(),
-                          n_i=1, n_f=0, x_is_min=(), pair_checks=())
+                              n_i=1, n_f=0, x_is_min=(), pair_checks=())
     expected = hashlib.sha256(repr(shape).encode()).hexdigest()[:20]
     assert shape.key == expected
     twin = dataclasses.replace(shape)
@@ -258,7 +258,7 @@ def test_a_chunk_starts_the_window_kernel_compiling_in_the_background(reuse, mon
 def _one_variable_shape() -> "query_shape.Shape":
     """``A+`` counted: a shape no other test compiles."""
     return query_shape.Shape(mode=0, nv=1, preds=((0,),), start=(0,), final=(0,), ops=(),
-                         n_i=1, n_f=0, x_is_min=(), pair_checks=())
+                             n_i=1, n_f=0, x_is_min=(), pair_checks=())
 
 
 def test_a_kernel_found_not_compiled_is_not_looked_for_again_at_once(reuse, monkeypatch, tmp_path) -> None:

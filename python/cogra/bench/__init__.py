@@ -6,6 +6,7 @@
     cogra bench --list               # the experiments
     cogra bench --experiments streaming   # q1-q3 over Structured Streaming (opt-in; Spark)
     cogra bench --experiments first-run   # a fresh process's and a fresh executor's first query (opt-in)
+    cogra bench --experiments flink-cep   # against Flink CEP (opt-in; cogra[bench-flink] and a JDK)
     cogra bench --report-only bench-results/20260101-120000   # regenerate the docs
     python -m cogra.bench ...        # the same
 
@@ -96,6 +97,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{'':<16} target: issue 'Streaming', item 7 (cogra.bench.streaming)")
         print(f"{'negation':<16} SEQ(A+, NOT N, B) against SEQ(A+, B): time per event by events per window  (opt-in)")
         print(f"{'':<16} target: issue 'Language', cost linear in the events per window (cogra.bench.negation)")
+        print(f"{'flink-cep':<16} cogra against Flink CEP on the report's §9 queries, where the semantics agree  (opt-in)")
+        print(f"{'':<16} needs cogra[bench-flink] and a JDK (cogra.bench.flink_cep)")
         return 0
     root = repository_root()
     docs_dir = Path(args.docs) if args.docs else root / "docs"

@@ -16,6 +16,10 @@ Contenders (report Table 10; each implemented in this project):
 ``greta``      :mod:`cogra.baselines.greta` -- event-grained graph aggregation
 ``a-seq``      :mod:`cogra.baselines.aseq` -- flattened fixed-length sequences
 ``spark``      ``cogra.spark.match_trend`` end to end (hook, see ``spark-e2e``)
+``flink``      Flink CEP (:mod:`cogra.bench.flink`): every match built by Flink's
+               NFA, then aggregated; a real peer, measured against cogra on these
+               experiments' queries by ``cogra bench --experiments flink-cep``
+               (:mod:`cogra.bench.flink_cep`), where its semantics match
 =============  ================================================================
 
 "Events per window" experiments use one window holding all generated events (no WITHIN

@@ -67,6 +67,12 @@ def rows(md: str) -> list[tuple[str, str, str]]:
         if ratios:
             verdicts = {r[3] for r in found}
             out.append((label, _span(ratios) + ("" if verdicts == {"met"} else " (missed)"), found[0][2]))
+    from cogra.bench.flink_cep import headline_span
+
+    flink = headline_span(md)
+    if flink:
+        out.append(("cogra vs Flink CEP (report §9 queries, any and contiguous; at the largest size Flink "
+                    "finished)", f"{flink} faster", "(report: cogra wins)"))
     return out
 
 

@@ -314,7 +314,7 @@ def headline(rows: list[dict], time_limit: float | None) -> list[dict]:
     for exp_id in ("any-events", "next-events", "cont-events", "selectivity", "groups"):
         erows = by_exp.get((exp_id,), [])
         cog = {r["x"]: r for r in erows if r["series"] == "cogra" and r["status"] == "ok"}
-        for other in ("two-step", "greta", "a-seq"):
+        for other in ("two-step", "greta", "a-seq", "flink"):
             orows = {r["x"]: r for r in erows if r["series"] == other and r["status"] == "ok"}
             common = [x for x in cog if x in orows]
             if not common:
@@ -463,8 +463,16 @@ def write_markdown(rows: list[dict], machine: dict, settings: dict, docs_dir: Pa
         "`two-step` (the SASE-style reference: construct every trend, then aggregate; its trend budget "
         f"is {settings.get('max_trends', 0):,} trends, beyond which it is DNF), `greta` (event-grained "
         "graph, `cogra.baselines.greta`), `a-seq` (flattened fixed-length sequences with prefix counters, "
-        "`cogra.baselines.aseq`). GRETA and A-Seq use float64; cogra and two-step are exact. A contender "
-        "that does not support a query is **n/a** (report Table 10).")
+        "`cogra.baselines.aseq`), and `flink`: Flink CEP, a real peer (`cogra.bench.flink`: "
+        "`apache-flink-libraries`' jars, a harness compiled with the JDK; one JVM per run, whose start "
+        "is in the engine-stats column apart from the job; each call a job in a local mini-cluster at "
+        "parallelism 1, `noSkip()`, every match built and then aggregated; "
+        "`oneOrMore().allowCombinations()`/`followedByAny` for skip-till-any-match, "
+        "`oneOrMore().consecutive()`/`next` for contiguous; it has no skip-till-next-match: "
+        "`followedBy` also matches after skipped events that could extend a trend, e.g. "
+        "`SEQ(A+, B)` on `a1 a2 b3` gives 3 matches where SEMANTICS.md §3 has 2). GRETA, A-Seq and "
+        "Flink use float64; cogra and two-step are exact. A contender that does not support a query "
+        "is **n/a** (report Table 10).")
     add("")
     add("## Headline ratios")
     add("")
@@ -558,7 +566,8 @@ def _warmup_note(mode: str) -> str:
     if mode == "none":
         return "No warm-up: first-call costs (JIT compilation) are included."
     return ("Contenders that may compile code (cogra, GRETA, A-Seq) first evaluate the query on the "
-            "first 300 rows, so that numba compilation is not measured.")
+            "first 300 rows, so that numba compilation is not measured; Flink runs one job on the "
+            "first 20 rows (class loading and the JVM's JIT).")
 
 
 def _executor(r: dict) -> str:
@@ -569,6 +578,9 @@ def _executor(r: dict) -> str:
         text += f" [compiled {stats['windows_fast']}/{stats['windows']} windows]"
     if stats.get("fast_unsupported"):
         text += " [python]"
+    if "jvm_start_s" in stats:
+        text += f" [JVM start {float(stats['jvm_start_s']):.2f} s apart" + (
+            f"; job {float(stats['job_s']):.3g} s in the JVM]" if "job_s" in stats else "]")
     return _md(text)
 
 

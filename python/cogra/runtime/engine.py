@@ -703,7 +703,7 @@ class Engine:
             return None
         active = self._active_events(subs)
         blocks = blockwise.blocks(subs.seg_ptr, times, active, size, step, self._finish_ends(subs),
-                                      self.scratch)
+                                  self.scratch)
         if blocks is None:
             return None
         return (Windows(seg, lo, hi, start=start, size=size) for seg, start, lo, hi in blocks)
@@ -780,7 +780,7 @@ class Engine:
             n += len(block.seg)
             out = self._run_kernels(subs, block, fast, rows_may_be_shared=True)
             table = by_column.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
-                                        metadata=metadata)
+                                           metadata=metadata)
             if table is None:
                 return None
             tables.append(table)

@@ -438,7 +438,7 @@ class StreamEvaluation:
         # The query's generated kernel where it pays off or is compiled (else requested in
         # the background for the next chunks, as the other generated kernels).
         if background.generated_or_requested(shape, "kernel_from", len(rows), fast_executor.SPECIALIZE_MIN_EVENTS,
-                                          engine.n, lambda: generated_args):
+                                             engine.n, lambda: generated_args):
             kernel_cache.kernel_from_for(shape)(*generated_args)
         else:
             run_windows_from(fast.mode, times, subs.bits, pair_ok, nv, fast.pred_ptr,

@@ -312,7 +312,7 @@ def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray,
                 take_at, share.ci, share.cf, share.cx, share.ce, share.cr)
 
     if not background.generated_or_requested(shape, "kernel_loading", len(rows), fast.specialize_min_events(), e.n,
-                                          lambda: arguments(KernelOut.zeros(0, fast.chan))):  # (the types)
+                                             lambda: arguments(KernelOut.zeros(0, fast.chan))):  # (the types)
         return None
     out = KernelOut.zeros(len(lo), fast.chan)
     kernel_cache.kernel_loading_for(shape)(*arguments(out))

@@ -98,7 +98,7 @@ def blocks(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, size: int
             walked = 0
             if n:
                 block, walked = enumeration.write_windows(seg_ptr, times, active, size, step, k_to, state, n, ends,
-                                                             pool)
+                                                          pool)
                 if len(block[0]):
                     yield block
             k_from = k_to
@@ -125,7 +125,7 @@ def _windows_about(seg_ptr: np.ndarray, times: np.ndarray, active: np.ndarray, s
     for a in range(0, n_seg, chunk):
         b = min(n_seg, a + chunk)
         counted += enumeration.count_windows(seg_ptr[a:b + 1], times, active, size, step,
-                                                enumeration.LAST_WINDOW, state[a:b])
+                                             enumeration.LAST_WINDOW, state[a:b])
         if counted >= enough and b < n_seg:
             events = int(seg_ptr[b] - seg_ptr[0])
             return counted * int(seg_ptr[-1] - seg_ptr[0]) // max(1, events)

@@ -123,7 +123,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
         )
 
     generated = background.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
-                                               engine.n, lambda: arguments(True))
+                                                  engine.n, lambda: arguments(True))
     if generated:
         # Large inputs (or any, once compiled): the same kernel with its pane update and
         # map application generated for the query's shape (codegen; cached on disk).
