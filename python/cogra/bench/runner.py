@@ -386,8 +386,8 @@ def _digest(result: Any) -> tuple[int | None, str]:
         return result.num_rows, f"count={total:.6g}" + (f";null={nulls}" if nulls else "")
     import pyarrow as pa
 
-    for name, column in zip(result.column_names, result.columns):  # else the first numeric item
-        if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+    for name, column in zip(result.column_names, result.columns):  # else the first numeric aggregate
+        if "(" in name and (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)):
             values = [v for v in column.to_pylist() if v is not None]
             return result.num_rows, f"{name.split('(')[0].lower()}={sum(values):.6g}"
     return result.num_rows, ""
