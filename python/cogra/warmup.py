@@ -99,6 +99,8 @@ def _shapes(semantics: tuple[str, ...]) -> None:
     """Query shapes beyond q1-q3: each semantics over single, sequenced and nested Kleene
     patterns, with and without variable keys and adjacent predicates, over one window,
     tumbling and sliding windows, integer and timestamp times."""
+    import pyarrow as pa
+
     patterns = ["A+", "SEQ(A+, B)", "(SEQ(A+, B))+", "SEQ(A, B+, C?)", "SEQ(A+, B*)"]
     windows = ["", " WITHIN 10 seconds", " WITHIN 10 seconds SLIDE 2 seconds"]
     wheres = ["", " WHERE [A.k]", " WHERE A.v < NEXT(A).v"]
@@ -110,6 +112,13 @@ def _shapes(semantics: tuple[str, ...]) -> None:
                     for window in windows:
                         _evaluate(f"RETURN g, COUNT(*), COUNT(A), SUM(A.v), SUM(A.f), MIN(A.v), MAX(A.f), AVG(A.v) "
                                   f"PATTERN {pattern} SEMANTICS {sem}{where} GROUP-BY g{window}", table)
+            # Without keys (the table is one sub-stream), and with type names too long to
+            # compare as one word.
+            _evaluate(f"RETURN COUNT(*), AVG(A.v) PATTERN SEQ(A+, B) SEMANTICS {sem}", table)
+            long_names = table.set_column(0, "type", pa.array([f"{t}TypeOfManyBytes" for t in
+                                                             table.column("type").to_pylist()]))
+            _evaluate(f"RETURN COUNT(*) PATTERN SEQ(ATypeOfManyBytes A+, BTypeOfManyBytes B) SEMANTICS {sem}",
+                      long_names)
 
 
 @case

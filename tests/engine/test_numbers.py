@@ -18,6 +18,7 @@ import warnings
 from decimal import Decimal
 from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -352,3 +353,12 @@ def test_non_finite_sum_is_not_an_overflow() -> None:
     # inf is the IEEE result, not an overflow of the exact value: no error.
     table = a_stream(3, x=[1.0, INF, 2.0])
     assert one(cogra.evaluate("RETURN SUM(A.x) PATTERN A+", table, on_overflow="error")) == {"SUM(A.x)": INF}
+
+
+def test_an_overflow_past_pythons_digit_limit_is_reported_as_an_overflow() -> None:
+    """A count of 2**20000 trends has ~6,000 decimal digits, past what Python converts to a
+    string (4,300): the error still says how large it is, instead of failing to."""
+    n = 20_000
+    table = pa.table({"time": np.arange(n, dtype=np.int64)})
+    with pytest.raises(cogra.AggregateOverflowError, match=r"about 10\^60\d\d"):
+        cogra.evaluate("RETURN COUNT(*) PATTERN A+ SEMANTICS any", table)

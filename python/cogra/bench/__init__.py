@@ -97,6 +97,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{'':<16} target: issue 'Streaming', item 7 (cogra.bench.streaming)")
         print(f"{'negation':<16} SEQ(A+, NOT N, B) against SEQ(A+, B): time per event by events per window  (opt-in)")
         print(f"{'':<16} target: issue 'Language', cost linear in the events per window (cogra.bench.negation)")
+        print(f"{'whole-call':<16} the whole cogra.evaluate call against its kernel alone, one window  (opt-in)")
+        print(f"{'':<16} target: issue 'Performance against a real peer', item 2 (cogra.bench.whole_call)")
         print(f"{'flink-cep':<16} cogra against Flink CEP on the report's §9 queries, where the semantics agree  (opt-in)")
         print(f"{'':<16} needs cogra[bench-flink] and a JDK (cogra.bench.flink_cep)")
         return 0

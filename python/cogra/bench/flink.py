@@ -158,7 +158,7 @@ def _postfix(node: exp.Expression, attribute: Any) -> list[list]:
 def translate(query: str, table: pa.Table, *, allow_next: bool = False) -> Spec:
     """The Flink pattern and inputs for ``query`` over ``table``, or NotImplementedError."""
     from cogra.analysis.binding import bind
-    from cogra.analysis.expressions import ROLE_CUR, Val, evaluate, truth
+    from cogra.analysis.expressions import Val, evaluate, truth
     from cogra.api import parse
     from cogra.language.ast import Aggregate, AttrRef, Plus, Semantics, Seq, Var
 

@@ -15,7 +15,6 @@ Writes ``results.csv`` and ``flink-cep.json`` to the results directory, and the 
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -291,22 +290,4 @@ def _plots(result: dict, plots_dir: Path) -> list[Path]:
     return out
 
 
-def headline_span(md: str) -> str | None:
-    """The README's row: cogra's speed-ups over Flink in the section's headline table."""
-    at = md.find("## Flink CEP: a real peer")
-    if at < 0:
-        return None
-    ratios = []
-    for line in md[at:].splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 8 and cells[4].endswith("x") and cells[4][:-1].replace(",", "").isdigit():
-            ratios.append(float(cells[4][:-1].replace(",", "")))
-        if line.startswith("Every point"):
-            break
-    if not ratios:
-        return None
-    lo, hi = min(ratios), max(ratios)
-    return f"{lo:,.0f}x" if math.isclose(lo, hi) else f"{lo:,.0f}-{hi:,.0f}x"
-
-
-__all__ = ["NEXT_DEMO", "SERIES", "headline_span", "headlines", "next_demo", "run", "runs", "write_report"]
+__all__ = ["NEXT_DEMO", "SERIES", "headlines", "next_demo", "run", "runs", "write_report"]

@@ -1,12 +1,12 @@
 """Sections of docs/benchmarks.md measured by commands of their own (``streaming``,
-``first-run``, ``negation``, ``flink-cep``): each is written to ``docs/benchmarks/<name>.md`` and embedded between
+``first-run``, ``negation``, ``whole-call``, ``flink-cep``): each is written to ``docs/benchmarks/<name>.md`` and embedded between
 markers, so that regenerating the main report keeps them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-SECTIONS = ("first-run", "streaming", "negation", "flink-cep")
+SECTIONS = ("first-run", "streaming", "negation", "whole-call", "flink-cep")
 """In the order they appear, before the Files section."""
 
 

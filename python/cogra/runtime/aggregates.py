@@ -204,10 +204,10 @@ class AttributeValues:
     """
 
     def __init__(self, table: pa.Table, attributes: Sequence[str],
-                 scales: dict[str, int] | None = None):
+                 scales: dict[str, int]):
         self.raw: dict[str, list] = {}
         self.exact: dict[str, list] = {}
-        self.scale = scales if scales is not None else attribute_scales(table, attributes)
+        self.scale = scales
         for attr in attributes:
             col = table.column(attr)
             raw = col.to_pylist()
@@ -237,33 +237,3 @@ class AttributeValues:
         x = pc.drop_null(col).to_numpy(zero_copy_only=False)
         x = x[np.isfinite(x)]
         return x.size == 0 or float(np.abs(x).max()) * k < 2.0**62
-
-
-def attribute_scales(table: pa.Table, attributes: Sequence[str]) -> dict[str, int]:
-    """Per attribute, the factor that makes its values integers in the ``sum`` slots."""
-    scales = {}
-    for attr in attributes:
-        t = table.column(attr).type
-        if pa.types.is_floating(t):
-            scales[attr] = float_scale(table.column(attr))
-        elif pa.types.is_decimal(t):
-            scales[attr] = 10 ** t.scale
-        else:
-            scales[attr] = 1
-    return scales
-
-
-def float_scale(col: pa.ChunkedArray | pa.Array) -> int:
-    """The smallest power of two ``k`` such that ``x * k`` is an integer for every finite x.
-
-    Vectorised: ``x = M * 2**(e - 53)`` with an integer mantissa ``M`` (frexp), so the
-    denominator of ``x`` is ``2**(53 - e - trailing_zeros(M))``.
-    """
-    x = np.asarray(pc.drop_null(col).to_numpy(zero_copy_only=False), dtype=np.float64)
-    x = x[np.isfinite(x) & (x != 0)]
-    if x.size == 0:
-        return 1
-    m, e = np.frexp(np.abs(x))
-    mant = (m * 2.0**53).astype(np.int64)
-    tz = np.log2((mant & -mant).astype(np.float64)).astype(np.int64)
-    return 1 << int(max(0, int((53 - e - tz).max())))

@@ -38,7 +38,9 @@ from cogra.runtime.executors import type_grained
 from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table, check_window_range
-from cogra.runtime.compiled.substream_split import combination_rows, short_string_codes, string_runs
+from cogra.runtime.compiled.event_types import type_codes
+from cogra.runtime.compiled.substream_split import (combination_rows, play_bits, short_string_codes, string_runs,
+                                                    whole_table_rows)
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
 Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
@@ -277,16 +279,19 @@ class Engine:
         self.bound = b
         self.counters = {"rows_in": table.num_rows, "rows_null_time": 0, "rows_null_type": 0}
         time_col = table.column(b.time_column)
-        valid = pc.is_valid(time_col)
-        if pa.types.is_floating(time_col.type):  # NaN and infinite times are no times either
-            valid = pc.and_(valid, pc.fill_null(pc.is_finite(time_col), False))
-        n_valid_time = int(pc.sum(valid).as_py() or 0)
-        self.counters["rows_null_time"] = table.num_rows - n_valid_time
-        if b.type_column is not None:
-            valid = pc.and_(valid, pc.is_valid(table.column(b.type_column)))
-            self.counters["rows_null_type"] = n_valid_time - int(pc.sum(valid).as_py() or 0)
-        if int(pc.sum(valid).as_py() or 0) != table.num_rows:
-            table = table.filter(valid)
+        type_col = table.column(b.type_column) if b.type_column is not None else None
+        if (time_col.null_count or pa.types.is_floating(time_col.type)
+                or (type_col is not None and type_col.null_count)):  # (else every row is an event)
+            valid = pc.is_valid(time_col)
+            if pa.types.is_floating(time_col.type):  # NaN and infinite times are no times either
+                valid = pc.and_(valid, pc.fill_null(pc.is_finite(time_col), False))
+            n_valid_time = int(pc.sum(valid).as_py() or 0)
+            self.counters["rows_null_time"] = table.num_rows - n_valid_time
+            if type_col is not None:
+                valid = pc.and_(valid, pc.is_valid(type_col))
+                self.counters["rows_null_type"] = n_valid_time - int(pc.sum(valid).as_py() or 0)
+            if int(pc.sum(valid).as_py() or 0) != table.num_rows:
+                table = table.filter(valid)
         # Keep only the columns the query reads; sort by time unless already sorted.
         table = canonical_keys(_without_halves(table.select(list(b.columns_used))),
                                {*b.plain_keys, *(a for keys in b.var_keys for a in keys)})
@@ -294,7 +299,7 @@ class Engine:
         if pa.types.is_timestamp(times.type):
             times = times.cast(pa.int64())
         times_np = times.to_numpy()
-        ordered = table.num_rows < 2 or bool(np.all(np.diff(times_np) >= 0))
+        ordered = table.num_rows < 2 or bool(np.all(times_np[1:] >= times_np[:-1]))
         self._plain_codes = None
         if not ordered and b.plain_keys:
             # Sorted by key, then time (as Spark hands a partition over): every sub-stream
@@ -306,7 +311,11 @@ class Engine:
                 ordered, self._plain_codes = True, codes
         self.table = table if ordered else table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
         self.n = self.table.num_rows
-        self.time_np = self._numeric_times()
+        col = self.table.column(b.time_column)
+        if ordered and not pa.types.is_timestamp(col.type):  # (already read above, in order)
+            self.time_np = np.asarray(times_np, dtype=np.int64 if pa.types.is_integer(col.type) else np.float64)
+        else:
+            self.time_np = self._numeric_times()
         memo = b.memo  # (built once per bound query: cogra.analysis.binding.BoundQuery.memo)
         if "engine" not in memo:
             memo["engine"] = (WindowSpec.of(b.query.window, b.time_type),
@@ -329,6 +338,9 @@ class Engine:
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
         self._trend_ends: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
         """(the sub-streams' play bits it was computed from, enumeration.trend_ends)"""
+        self.float_stats: dict = {}
+        """Per floating attribute, its :class:`~cogra.runtime.compiled.attribute_columns.FloatStats`
+        (filled with :attr:`scales`; the compiled executor's layout reads them)."""
         self.scratch: dict = {}
         """Working arrays of the kernels and the finish, reused block after block of
         windows (:mod:`cogra.runtime.compiled.scratch`)."""
@@ -375,6 +387,21 @@ class Engine:
                 assert wanted == {name}  # every type set of the query is its one type
                 return hit.copy()  # (callers narrow it in place)
             self.absent_types = () if self.n == 0 or hit.any() else (name,)
+        elif col is not None and (codes := type_codes(col, sorted(named_types))) is not None:
+            # Several named types over a string column: one compiled pass gives each row
+            # the index of its type among them (the last index: any other type).
+            names = sorted(named_types)
+            type_of = codes
+            counts = np.bincount(codes, minlength=len(names) + 1)
+            self.absent_types = () if self.n == 0 else tuple(
+                t for t in dict.fromkeys(b.automaton.event_types) if not counts[names.index(t)])
+
+            def rows_of(wanted: set) -> np.ndarray:
+                picked = [i for i, n in enumerate(names) if n in wanted]
+                if len(picked) == 1:
+                    return type_of == picked[0]
+                lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
+                return lookup[type_of]
         elif col is not None:
             col = col.combine_chunks()
             if not pa.types.is_dictionary(col.type):
@@ -522,13 +549,16 @@ class Engine:
         b = self.bound
         nv = len(b.automaton.names)
         keep_idle = self.plan.executor is Executor.CONTIGUOUS
-        bits_all = np.zeros(self.n, dtype=np.uint64)
-        for v, mask in enumerate(self.plays_mask):
-            bits_all |= mask.astype(np.uint64) << np.uint64(v)
+        if not b.plain_keys and not b.keyed_states and self.plays_mask:
+            return self._whole_table(keep_idle)
+        bits_all = (play_bits(np.stack(self.plays_mask)) if self.plays_mask
+                    else np.zeros(self.n, dtype=np.uint64))
         pid, pid_rep = self._partition_codes()
+        # One partition (no plain keys): the rows are in order already, nothing to gather.
+        one = len(pid_rep) <= 1
         order = _stable_order(pid, len(pid_rep))
-        pid_sorted = pid[order]
-        bounds = np.flatnonzero(np.diff(pid_sorted)) + 1
+        pid_sorted = pid if one else pid[order]
+        bounds = np.zeros(0, np.int64) if one else np.flatnonzero(np.diff(pid_sorted)) + 1
         starts = np.concatenate([[0], bounds]).astype(np.int64)
         ends = np.concatenate([bounds, [len(order)]]).astype(np.int64)
         plain_values = self._key_values(b.plain_keys, pid_rep)
@@ -552,7 +582,7 @@ class Engine:
 
         # The rows' facts in partition order, gathered once.
         order = order.astype(np.int64, copy=False)
-        bits_sorted = bits_all[order]
+        bits_sorted = bits_all if one else bits_all[order]
         codes = np.empty((len(keyed_vars), len(order)), np.int64)
         plays: list[np.ndarray] = []
         for j, v in enumerate(keyed_vars):
@@ -575,7 +605,7 @@ class Engine:
         rows, bits, sizes = combination_rows(
             order, starts, ends, np.asarray(combo_group, np.int64),
             np.asarray(combos, np.int64).reshape(len(combos), len(keyed_vars)), codes,
-            np.asarray(var_masks, np.uint64), combo_clear, bits_sorted, self.irrelevant[order],
+            np.asarray(var_masks, np.uint64), combo_clear, bits_sorted, self.irrelevant if one else self.irrelevant[order],
             keep_idle, self.idle_events_matter)
         seg_sizes, groups, keys, key_codes_ = [], [], [], []
         for g, combo, size in zip(combo_group, combos, sizes.tolist()):
@@ -589,6 +619,15 @@ class Engine:
             key_codes_.append((int(pid_sorted[starts[g]]), tuple(int(c) for c in combo)))
         seg_ptr = np.concatenate([[0], np.cumsum(seg_sizes)]).astype(np.int64)
         return SubStreams(rows, bits, seg_ptr, groups, keys, key_codes_)
+
+    def _whole_table(self, keep_idle: bool) -> SubStreams:
+        """:meth:`substreams` of a query without keys: the table is one sub-stream."""
+        clear = np.uint64(self.bound.automaton.ends_not_in(0))
+        rows, bits, playing = whole_table_rows(np.stack(self.plays_mask), clear, self.irrelevant, keep_idle)
+        if len(rows) == 0 or not (self.idle_events_matter or playing):
+            return SubStreams(rows[:0], bits[:0], np.zeros(1, np.int64), [], [], [])
+        group = self._output_group({}, {})
+        return SubStreams(rows, bits, np.array([0, len(rows)], np.int64), [group], [((), ())], [(0, ())])
 
     def _key_values(self, names: Sequence[str], rep_rows: np.ndarray) -> list[tuple]:
         if not names:
@@ -653,12 +692,22 @@ class Engine:
         window one of them drops may be one another reads."""
         if wins.start is None or wins.exact_bounds is not None or not len(wins.seg):
             return wins
-        ends = self._finish_ends(subs)
-        if ends is None:
-            return wins
-        from cogra.runtime.compiled.windows.enumeration import kept_windows, may_finish
+        from cogra.runtime.compiled.windows.enumeration import kept_windows, may_finish, windows_may_finish
 
-        keep = may_finish(*ends, np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64))
+        lo, hi = np.asarray(wins.lo, np.int64), np.asarray(wins.hi, np.int64)
+        if wins.size is None and self._trend_ends is None:
+            # One window per sub-stream: scan from its ends (per-event arrays cost a pass
+            # over every event, 8 ms per 3M).
+            if not self._drops_windows():
+                return wins
+            a = self.bound.automaton
+            keep = windows_may_finish(subs.bits, np.uint64(sum(1 << v for v in a.start)),
+                                      np.uint64(sum(1 << v for v in a.final)), lo, hi)
+        else:
+            ends = self._finish_ends(subs)
+            if ends is None:
+                return wins
+            keep = may_finish(*ends, lo, hi)
         if keep.all():
             return wins
         arrays = (np.asarray(x, np.int64) for x in (wins.seg, wins.start, wins.lo, wins.hi))
@@ -669,13 +718,9 @@ class Engine:
         """:func:`enumeration.trend_ends` of the sub-streams' positions, which decide
         whether a window may finish (:meth:`_windows_that_may_finish`), or None where no
         window is dropped: with kept variables, or where every window holds a trend."""
-        if self.bound.kept_variables:
+        if not self._drops_windows():
             return None
         a = self.bound.automaton
-        if set(a.start) == set(a.final) == set(range(len(a.names))) and not self.idle_events_matter:
-            # Every event that plays a variable may start and finish a trend (A+), and
-            # every window holds one: nothing to drop (the pass took 7 ms per 1.9M windows).
-            return None
         if self._trend_ends is None or self._trend_ends[0] is not subs.bits:
             # per event, once per evaluation (its blocks of windows share it)
             from cogra.runtime.compiled.windows.enumeration import trend_ends
@@ -683,6 +728,16 @@ class Engine:
             self._trend_ends = subs.bits, trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
                                                      np.uint64(sum(1 << v for v in a.final)))
         return self._trend_ends[1]
+
+    def _drops_windows(self) -> bool:
+        """Whether some windows may hold no finished trend and are dropped: not with kept
+        variables (see :meth:`_windows_that_may_finish`), nor where every event that plays
+        a variable may start and finish a trend (``A+``): every window holds one."""
+        if self.bound.kept_variables:
+            return False
+        a = self.bound.automaton
+        # (checking A+'s windows took 7 ms per 1.9M windows, to drop none)
+        return not (set(a.start) == set(a.final) == set(range(len(a.names))) and not self.idle_events_matter)
 
     def _window_blocks(self, subs: SubStreams, fast: Any) -> "Iterator[Windows] | None":
         """The windows that may finish, enumerated block by block of starts
@@ -863,9 +918,20 @@ class Engine:
 
     @cached_property
     def scales(self) -> dict[str, int]:
-        from cogra.runtime.aggregates import attribute_scales
+        from cogra.runtime.compiled.attribute_columns import attribute_scales
 
-        return attribute_scales(self.table, self.layout.attributes)
+        return attribute_scales(self.table, self.layout.attributes, self.float_stats)
+
+    def stats_of(self, attr: str) -> Any:
+        """A floating attribute's :class:`~cogra.runtime.compiled.attribute_columns.FloatStats`
+        over this table (computed with :attr:`scales`, or here where the scales came from
+        elsewhere: a stream's)."""
+        found = self.float_stats.get(attr)
+        if found is None:
+            from cogra.runtime.compiled.attribute_columns import float_stats
+
+            found = self.float_stats[attr] = float_stats(self.table.column(attr))
+        return found
 
     def _fast_executor(self, subs: SubStreams | None = None):
         if self.use_fast is False:

@@ -254,6 +254,8 @@ def _magnitude(value: Any) -> str:
         return f"value {value!r}"
     if frac == 0:
         return "value 0"
-    digits = len(str(abs(frac.numerator))) - len(str(frac.denominator))
+    # From the bit lengths, not the decimal strings: a count over a million events under
+    # skip-till-any-match has ~300k digits, past Python's limit for int -> str (4300).
+    digits = int((abs(frac.numerator).bit_length() - frac.denominator.bit_length()) * 0.30102999566398120)
     return f"about 10^{max(digits, 0)}"
 

@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from cogra.runtime.compiled.attribute_columns import float_columns
 from cogra.runtime.compiled.jit import njit
 
 from cogra.analysis.granularity import Executor
@@ -232,9 +233,7 @@ class FastExecutor:
                 continue  # summed in double (channels.channel_layout)
             if streaming:
                 split.add(attr)
-            col = pc.drop_null(engine.table.column(attr)).to_numpy(zero_copy_only=False)
-            col = col[np.isfinite(col)]
-            widest = float(np.abs(col).max()) * engine.scales[attr] if col.size else 0.0
+            widest = engine.stats_of(attr).largest * engine.scales[attr]
             # One limb leaves 2**63 / widest for the trend counts that multiply each value;
             # past 2**31 two limbs keep sums exact up to about 2**94.
             if widest >= 2.0**93:
@@ -259,7 +258,10 @@ class FastExecutor:
                 col = col.combine_chunks().dictionary_decode()
             if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
                 continue  # refused by _attribute_arrays
-            smallest = pc.min(col).as_py()  # nulls skipped; NaN is refused for sums anyway
+            if pa.types.is_floating(col.type):
+                smallest = engine.stats_of(attr).smallest  # (NaN is refused for sums anyway)
+            else:
+                smallest = pc.min(col).as_py()  # nulls skipped
             if smallest is None or smallest >= 0:
                 found.add(attr)
         return frozenset(found)
@@ -297,20 +299,26 @@ class FastExecutor:
                 vectorised[attr] = lambda keys: keys.tolist()
                 arrow[attr] = (lambda tt: lambda keys: pa.array(keys, pa.int64()).cast(tt))(t)
             elif pa.types.is_floating(t):
-                flts = pc.fill_null(col, 0.0).cast(pa.float64()).to_numpy()
-                if attr in sums and not np.isfinite(flts).all():
-                    raise Unsupported(f"{attr} holds inf or nan")
-                self.a_flt[j] = flts
-                scaled = flts * float(self.engine.scales[attr])  # exact: a power of two
-                if attr in self.split:
+                flts = (pc.fill_null(col, 0.0) if col.null_count else col).cast(pa.float64()).to_numpy()
+                if attr not in self.split:
+                    # One compiled pass: the doubles, the scaled integers (exact: a power of
+                    # two; below 2**62, or the sum is inexact) and the order keys.
+                    finite = float_columns(flts, float(self.engine.scales[attr]),
+                                           attr in exact_sums and attr not in self.inexact,
+                                           self.a_flt[j], self.a_int[j], self.a_key[j])
+                    if attr in sums and not finite:
+                        raise Unsupported(f"{attr} holds inf or nan")
+                else:
+                    if attr in sums and not np.isfinite(flts).all():
+                        raise Unsupported(f"{attr} holds inf or nan")
+                    self.a_flt[j] = flts
+                    scaled = flts * float(self.engine.scales[attr])  # exact: a power of two
                     hi = np.floor(scaled / 2.0**SPLIT_SHIFT)
                     lo_j = attrs.index(attr + SPLIT_SUFFIX)
                     self.a_int[j] = hi.astype(np.int64)
                     self.a_int[lo_j] = (scaled - hi * 2.0**SPLIT_SHIFT).astype(np.int64)
                     self.a_valid[lo_j] = self.a_valid[j]
-                elif attr in exact_sums and attr not in self.inexact:
-                    self.a_int[j] = scaled.astype(np.int64)  # an integer below 2**62
-                self.a_key[j] = float_key(flts)
+                    self.a_key[j] = float_key(flts)
                 decoders[attr] = float_from_key
                 vectorised[attr] = lambda keys: floats_from_keys(keys).tolist()
                 arrow[attr] = (lambda tt: lambda keys: pa.array(floats_from_keys(keys)).cast(tt))(t)
@@ -468,6 +476,17 @@ class FastExecutor:
         biggest = 1.0
         for j in summed:
             attr = self.chan.attributes[j]
+            schema = self.engine.table.schema
+            floating = attr in schema.names and pa.types.is_floating(schema.field(attr).type)
+            if floating and attr not in self.split:  # (from the pass that found the scale)
+                stats = self.engine.stats_of(attr)
+                exact = any(s.attribute == attr and s.role == "sum" and i not in self.approximate
+                            for i, s in enumerate(self.engine.layout.slots))  # (else a_int is all 0)
+                if attr in self.inexact:
+                    biggest = max(biggest, stats.largest)
+                elif exact:
+                    biggest = max(biggest, stats.largest * self.engine.scales[attr])
+                continue
             # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
             source = self.a_flt[j] if attr in self.inexact else self.a_int[j]
             largest = float(np.max(np.abs(source), where=self.a_valid[j], initial=0))

@@ -318,6 +318,27 @@ def trend_ends(plays, start_bits, final_bits):
 
 
 @njit(cache=True)
+def windows_may_finish(plays, start_bits, final_bits, lo, hi):
+    """:func:`may_finish` without :func:`trend_ends`, for few windows over many events (one
+    window per sub-stream): from each window's ends, the first event that may start a
+    trend and the last that may finish one, each scan stopping at its first hit."""
+    keep = np.empty(lo.shape[0], np.bool_)
+    for w in range(lo.shape[0]):
+        first = hi[w]
+        for i in range(lo[w], hi[w]):
+            if plays[i] & start_bits:
+                first = i
+                break
+        found = False
+        for i in range(hi[w] - 1, first - 1, -1):
+            if plays[i] & final_bits:
+                found = True
+                break
+        keep[w] = found
+    return keep
+
+
+@njit(cache=True)
 def may_finish(first_start, last_final, lo, hi):
     """Per window ``[lo, hi)``: whether an event in it may play a start variable and an
     event at or after that one a final variable -- a trend's first and last events

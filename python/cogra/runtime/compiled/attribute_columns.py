@@ -1,0 +1,166 @@
+"""A floating attribute's column as the kernels read it, in one compiled pass each: the
+power of two that makes every value an integer (the exact sums' scale), and the doubles,
+scaled integers and order keys the kernels take.
+
+numpy needs a pass per step (frexp, the mantissa, its trailing zeros, the maximum; then
+the copy, the product, the cast, the order keys): over 3M prices ~35 ms for the scale
+and ~30 ms for the columns, against ~4 and ~6 ms here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from cogra.runtime.compiled.jit import njit
+
+NAN_BITS = int(np.array([np.nan]).view(np.int64)[0])
+"""The bits every NaN becomes in an order key (above +inf)."""
+
+
+@njit(cache=True)
+def _scale_shift(bits, valid):
+    """max over the finite non-zero doubles of ``bits`` (``valid[i]``, or all when
+    ``valid`` is empty) of the binary digits after the point; -1 when there is none.
+
+    A double is ``M * 2**E`` (``M`` the 53-bit mantissa with its implicit bit); its digits
+    after the point are ``-E - trailing_zeros(M)``, at most ``-E``.  The trailing zeros are
+    counted only where ``-E`` could raise the maximum: branches that depend on the
+    mantissa's low bits are as random as the data."""
+    need = -1
+    check = valid.shape[0] > 0
+    for i in range(bits.shape[0]):
+        if check and not valid[i]:
+            continue
+        b = bits[i]
+        field = (b >> 52) & 0x7FF
+        mant = b & 0xFFFFFFFFFFFFF
+        if field == 0x7FF or (field == 0 and mant == 0):
+            continue  # inf, nan; zero
+        if field == 0:
+            e = -1074
+        else:
+            e = field - 1075
+            mant |= 0x10000000000000
+        if -e <= need:
+            continue
+        tz = 0
+        while (mant & 1) == 0:
+            mant >>= 1
+            tz += 1
+        if -e - tz > need:
+            need = -e - tz
+    return need
+
+
+@njit(cache=True)
+def _stats(x, valid):
+    """Over the finite values of ``x`` (``valid[i]``, or all when ``valid`` is empty): the
+    smallest, the largest magnitude, and how many there are."""
+    check = valid.shape[0] > 0
+    low = np.inf
+    high = 0.0
+    count = 0
+    for i in range(x.shape[0]):
+        if check and not valid[i]:
+            continue
+        v = x[i]
+        if not math.isfinite(v):
+            continue
+        count += 1
+        low = min(low, v)
+        high = max(high, abs(v))
+    return low, high, count
+
+
+@dataclass(frozen=True)
+class FloatStats:
+    """What the executors ask of a floating attribute's finite values, from two compiled
+    passes: the exact sums' scale, whether any is negative, the largest magnitude."""
+
+    scale: int
+    """The smallest power of two ``k`` such that ``x * k`` is an integer for every value."""
+    smallest: float | None
+    """None where no value is finite."""
+    largest: float
+    """max |x| (0.0 where no value is finite)."""
+
+
+def float_stats(col: pa.ChunkedArray | pa.Array) -> FloatStats:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    x = np.ascontiguousarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    valid = (np.zeros(0, np.bool_) if not col.null_count
+             else np.asarray(col.is_valid().to_numpy(zero_copy_only=False), np.bool_))
+    low, high, count = _stats(x, valid)
+    return FloatStats(1 << max(0, int(_scale_shift(x.view(np.int64), valid))),
+                      float(low) if count else None, float(high))
+
+
+def float_scale_shift(x: np.ndarray, valid: np.ndarray | None = None) -> int:
+    """The smallest ``s >= 0`` such that ``x * 2**s`` is an integer for every finite
+    valid ``x``."""
+    shift = _scale_shift(np.ascontiguousarray(x, dtype=np.float64).view(np.int64),
+                         np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, dtype=np.bool_))
+    return max(0, int(shift))
+
+
+@njit(cache=True)
+def _float_columns(x, bits, scale, want_int, nan_bits, a_flt, a_int, a_key):
+    """a_flt = x; a_int = x * scale (where ``want_int``); a_key = order keys of x.
+    Returns whether every value is finite."""
+    finite = True
+    for i in range(x.shape[0]):
+        v = x[i]
+        a_flt[i] = v
+        if want_int:
+            a_int[i] = np.int64(v * scale)
+        b = bits[i]
+        if v != v:
+            b = nan_bits
+        elif not math.isfinite(v):
+            finite = False
+        a_key[i] = b if b >= 0 else b ^ np.int64(0x7FFFFFFFFFFFFFFF)
+        if v != v:
+            finite = False
+    return finite
+
+
+def float_columns(x: np.ndarray, scale: float, want_int: bool, a_flt: np.ndarray, a_int: np.ndarray,
+                  a_key: np.ndarray) -> bool:
+    """Fill the kernels' rows of one floating attribute (``a_int`` only where
+    ``want_int``: exact sums, ``x * scale`` below 2**62); whether every value is finite."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    return bool(_float_columns(x, x.view(np.int64), float(scale), want_int, np.int64(NAN_BITS), a_flt, a_int, a_key))
+
+
+def attribute_scales(table: pa.Table, attributes: Sequence[str],
+                     stats: dict[str, FloatStats] | None = None) -> dict[str, int]:
+    """Per attribute, the factor that makes its values integers in the ``sum`` slots
+    (``stats``: where a floating attribute's :class:`FloatStats` are kept, to be reused)."""
+    scales = {}
+    for attr in attributes:
+        t = table.column(attr).type
+        if pa.types.is_floating(t):
+            found = float_stats(table.column(attr))
+            if stats is not None:
+                stats[attr] = found
+            scales[attr] = found.scale
+        elif pa.types.is_decimal(t):
+            scales[attr] = 10 ** t.scale
+        else:
+            scales[attr] = 1
+    return scales
+
+
+def float_scale(col: pa.ChunkedArray | pa.Array) -> int:
+    """The smallest power of two ``k`` such that ``x * k`` is an integer for every finite x."""
+    return float_stats(col).scale
+
+
+__all__ = ["NAN_BITS", "FloatStats", "attribute_scales", "float_columns", "float_scale", "float_scale_shift",
+           "float_stats"]

@@ -1,0 +1,89 @@
+"""Which of the pattern's event types each row has: one compiled pass over the type
+column's bytes.
+
+The alternatives each cost a pass per named type or a hash per row: a string comparison
+per type (``pyarrow.compute.equal``, ~6 ms per type over 3M rows) or a dictionary
+encoding of the column (~25 ms over 3M rows of three values).  Comparing each row's
+bytes with the few named types is ~5 ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from cogra.runtime.compiled.jit import njit
+
+MAX_NAMED = 120
+"""More named types than this go through a dictionary encoding (codes are int8)."""
+
+
+@njit(cache=True)
+def _codes(offsets, data, name_offsets, name_data, out):
+    """``out[i]``: the index of row ``i``'s string among the names, or their count."""
+    k = name_offsets.shape[0] - 1
+    for i in range(offsets.shape[0] - 1):
+        a = offsets[i]
+        length = offsets[i + 1] - a
+        code = k
+        for t in range(k):
+            na = name_offsets[t]
+            if name_offsets[t + 1] - na != length:
+                continue
+            j = 0
+            while j < length and data[a + j] == name_data[na + j]:
+                j += 1
+            if j == length:
+                code = t
+                break
+        out[i] = code
+
+
+@njit(cache=True)
+def _short_codes(offsets, data, words, out):
+    """:func:`_codes` where every name has at most 7 bytes: each row's bytes and length in
+    one word, compared with the names' words without branches (on types in random order,
+    the byte comparisons' branches mispredict: 3M rows, 23 -> 5 ms)."""
+    k = words.shape[0]
+    for i in range(offsets.shape[0] - 1):
+        a = offsets[i]
+        length = offsets[i + 1] - a
+        word = np.int64(-1)
+        if length <= 7:
+            word = np.int64(length) << np.int64(56)
+            for j in range(length):
+                word |= np.int64(data[a + j]) << np.int64(8 * j)
+        code = k
+        for t in range(k):
+            code = t if word == words[t] else code
+        out[i] = code
+
+
+def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str]) -> np.ndarray | None:
+    """Per row, the index of its type among ``names`` (``len(names)`` for another type),
+    as int8; None where this pass does not apply (not a plain string column, NULLs, or too
+    many names): the caller encodes the column then."""
+    if len(names) > MAX_NAMED:
+        return None
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count or not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return None
+    buffers = column.buffers()
+    offsets = np.frombuffer(buffers[1], np.int64 if pa.types.is_large_string(column.type) else np.int32)
+    offsets = offsets[column.offset:column.offset + len(column) + 1]
+    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    encoded = [n.encode() for n in names]
+    name_offsets = np.zeros(len(encoded) + 1, np.int64)
+    name_offsets[1:] = np.cumsum([len(e) for e in encoded])
+    name_data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
+    out = np.empty(len(column), np.int8)
+    if all(len(e) <= 7 for e in encoded):
+        words = np.array([(len(e) << 56) | int.from_bytes(e, "little") for e in encoded] or [-1], np.int64)
+        _short_codes(offsets, data, words[:len(encoded)], out)
+    else:
+        _codes(offsets, data, name_offsets, name_data, out)
+    return out
+
+
+__all__ = ["MAX_NAMED", "type_codes"]
