@@ -88,6 +88,12 @@ def test_flinks_closest_next_pattern_is_not_skip_till_next_match(flink: FlinkCep
         translate(query, table)
 
 
+def test_an_attribute_with_nulls_is_refused() -> None:
+    table = pa.table({"type": ["A", "B"], "time": [1, 2], "x": pa.array([1.0, None])})
+    with pytest.raises(NotImplementedError, match="NULLs"):
+        translate("RETURN SUM(A.x)\nPATTERN SEQ(A+, B)\nSEMANTICS skip-till-any-match", table)
+
+
 @pytest.mark.parametrize("query, why", [
     ("RETURN COUNT(*)\nPATTERN A+\nSEMANTICS skip-till-any-match\nWITHIN 10 seconds", "WITHIN"),
     ("RETURN COUNT(*)\nPATTERN SEQ(A, NOT N, B)\nSEMANTICS skip-till-any-match", "variables"),

@@ -194,6 +194,8 @@ def translate(query: str, table: pa.Table, *, allow_next: bool = False) -> Spec:
     def attribute(name: str) -> int:
         if not (pa.types.is_integer(table.schema.field(name).type) or pa.types.is_floating(table.schema.field(name).type)):
             raise NotImplementedError(f"Flink harness: attribute {name!r} is not a number")
+        if table.column(name).null_count:
+            raise NotImplementedError(f"Flink harness: attribute {name!r} has NULLs (the harness reads doubles)")
         if name not in attributes:
             attributes.append(name)
         return attributes.index(name)
