@@ -244,32 +244,21 @@ def translate(query: str, table: pa.Table, *, allow_next: bool = False) -> Spec:
 
 
 def _key_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
-    """Per row, the code of its key values; and the values of each code."""
-    n = table.num_rows
+    """Per row, the code of its key values (the engine's :func:`~cogra.runtime.engine.key_codes`);
+    and the values of each code."""
+    from cogra.runtime.engine import key_codes
+
+    codes, first = key_codes(table, keys)
     if not keys:
-        return np.zeros(n, np.int64), [()]
-    codes = np.zeros(n, np.int64)
-    uniques = []
-    for k in keys:
-        encoded = pc.dictionary_encode(table.column(k)).combine_chunks()
-        uniques.append(encoded.dictionary.to_pylist())
-        codes = codes * (len(uniques[-1]) + 1) + np.asarray(encoded.indices.fill_null(-1), np.int64) + 1
-    found, codes = np.unique(codes, return_inverse=True)
-    values = []
-    for code in found:
-        parts = []
-        for u in reversed(uniques):
-            code, r = divmod(int(code), len(u) + 1)
-            parts.append(u[r - 1] if r else None)
-        values.append(tuple(reversed(parts)))
-    return codes.astype(np.int64), values
+        return codes, [()]
+    columns = [table.column(k).take(pa.array(first)).to_pylist() for k in keys]
+    return codes, list(zip(*columns))
 
 
-def write_events(path: Path, table: pa.Table, spec: Spec) -> int:
+def write_events(path: Path, table: pa.Table, spec: Spec, codes: np.ndarray) -> int:
     """The events file the harness reads: rows in time order (stable), columns after one
-    another: int64 time, int64 key, int32 plays, float64 per attribute."""
+    another: int64 time, int64 key (``codes``), int32 plays, float64 per attribute."""
     order = np.argsort(np.asarray(table.column("time"), np.int64), kind="stable")
-    codes, _ = _key_codes(table, spec.keys)
     with open(path, "wb") as f:
         f.write(np.asarray(table.column("time"), np.int64)[order].astype("<i8").tobytes())
         f.write(codes[order].astype("<i8").tobytes())
@@ -310,11 +299,11 @@ class FlinkCep:
                 return json.loads(line[len("COGRA "):])
         raise RuntimeError(f"the Flink harness ended (exit code {self.proc.wait()})")
 
-    def run(self, spec: Spec, table: pa.Table) -> dict:
+    def run(self, spec: Spec, table: pa.Table, codes: np.ndarray) -> dict:
         """The harness's answer for ``spec`` over ``table``: per key code, ``[matches,
         then per aggregate sum, count, min, max]``."""
         path = self._dir / "events.bin"
-        n = write_events(path, table, spec)
+        n = write_events(path, table, spec, codes)
         request = {"events": str(path), "n": n, "attributes": len(spec.attributes),
                    "semantics": spec.semantics, "variables": list(spec.variables),
                    "aggregates": [list(a) for a in spec.aggregates]}
@@ -331,8 +320,8 @@ class FlinkCep:
         """``query``'s result over ``table`` as Flink CEP computes it: one row per group
         with at least one match, the RETURN items as cogra names them."""
         spec = translate(query, table, allow_next=allow_next)
-        reply = self.run(spec, table)
-        _, values = _key_codes(table, spec.keys)
+        codes, values = _key_codes(table, spec.keys)
+        reply = self.run(spec, table, codes)
         rows = sorted(reply["groups"].items(), key=lambda kv: int(kv[0]))
         columns: dict[str, list] = {}
         for item in spec.items:

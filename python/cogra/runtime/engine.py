@@ -377,8 +377,8 @@ class Engine:
         if col is not None and len(named_types) == 1 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
             # The query names one event type (q3): one string comparison pass -- encoding the
             # column first took ~2 ms per 200k rows, the comparison ~0.4.  With several (q2:
-            # four, and then their union) the dictionary below: a 38k-row chunk of q2 in
-            # 0.56 ms, against 2.3 ms for its eight comparison passes.
+            # four, and then their union) one pass below gives every row its type's index:
+            # a comparison pass per type and union took 2.3 ms for a 38k-row chunk of q2.
             type_of = col
             (name,) = named_types
             hit = pc.fill_null(pc.equal(col, pa.scalar(name, col.type)), False).to_numpy(zero_copy_only=False)
@@ -387,35 +387,28 @@ class Engine:
                 assert wanted == {name}  # every type set of the query is its one type
                 return hit.copy()  # (callers narrow it in place)
             self.absent_types = () if self.n == 0 or hit.any() else (name,)
-        elif col is not None and (codes := type_codes(col, sorted(named_types))) is not None:
-            # Several named types over a string column: one compiled pass gives each row
-            # the index of its type among them (the last index: any other type).
+        elif col is not None:
+            # Per row, the index of its type among ``names`` (``len(names)``: another type).
             names = sorted(named_types)
+            codes = type_codes(col, names)
+            if codes is not None:  # several named types over a string column: one compiled pass
+                counts = np.bincount(codes, minlength=len(names) + 1)
+                present = {n for n, c in zip(names, counts) if c}
+            else:
+                col = col.combine_chunks()
+                if not pa.types.is_dictionary(col.type):
+                    col = pc.dictionary_encode(col.cast(pa.string()))
+                names = col.dictionary.cast(pa.string()).to_pylist()
+                present = set(names)
+                codes = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False)
             type_of = codes
-            counts = np.bincount(codes, minlength=len(names) + 1)
             self.absent_types = () if self.n == 0 else tuple(
-                t for t in dict.fromkeys(b.automaton.event_types) if not counts[names.index(t)])
+                t for t in dict.fromkeys(b.automaton.event_types) if t not in present)
 
             def rows_of(wanted: set) -> np.ndarray:
                 picked = [i for i, n in enumerate(names) if n in wanted]
-                if len(picked) == 1:
+                if len(picked) == 1:  # one comparison pass, ~10x cheaper than a gather
                     return type_of == picked[0]
-                lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
-                return lookup[type_of]
-        elif col is not None:
-            col = col.combine_chunks()
-            if not pa.types.is_dictionary(col.type):
-                col = pc.dictionary_encode(col.cast(pa.string()))
-            names = col.dictionary.cast(pa.string()).to_pylist()
-            present = set(names)
-            self.absent_types = () if self.n == 0 else tuple(
-                t for t in dict.fromkeys(b.automaton.event_types) if t not in present)
-            type_of = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False)
-
-            def rows_of(wanted: set) -> np.ndarray:
-                codes = [i for i, n in enumerate(names) if n in wanted]
-                if len(codes) == 1:  # one comparison pass, ~10x cheaper than a gather
-                    return type_of == codes[0]
                 lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
                 return lookup[type_of]
 
@@ -700,9 +693,7 @@ class Engine:
             # over every event, 8 ms per 3M).
             if not self._drops_windows():
                 return wins
-            a = self.bound.automaton
-            keep = windows_may_finish(subs.bits, np.uint64(sum(1 << v for v in a.start)),
-                                      np.uint64(sum(1 << v for v in a.final)), lo, hi)
+            keep = windows_may_finish(subs.bits, *self._start_final_bits(), lo, hi)
         else:
             ends = self._finish_ends(subs)
             if ends is None:
@@ -720,14 +711,17 @@ class Engine:
         window is dropped: with kept variables, or where every window holds a trend."""
         if not self._drops_windows():
             return None
-        a = self.bound.automaton
         if self._trend_ends is None or self._trend_ends[0] is not subs.bits:
             # per event, once per evaluation (its blocks of windows share it)
             from cogra.runtime.compiled.windows.enumeration import trend_ends
 
-            self._trend_ends = subs.bits, trend_ends(subs.bits, np.uint64(sum(1 << v for v in a.start)),
-                                                     np.uint64(sum(1 << v for v in a.final)))
+            self._trend_ends = subs.bits, trend_ends(subs.bits, *self._start_final_bits())
         return self._trend_ends[1]
+
+    def _start_final_bits(self) -> tuple[np.uint64, np.uint64]:
+        """The play bits of the automaton's start states and of its final states."""
+        a = self.bound.automaton
+        return np.uint64(sum(1 << v for v in a.start)), np.uint64(sum(1 << v for v in a.final))
 
     def _drops_windows(self) -> bool:
         """Whether some windows may hold no finished trend and are dropped: not with kept

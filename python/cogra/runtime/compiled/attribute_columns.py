@@ -1,6 +1,6 @@
-"""A floating attribute's column as the kernels read it, in one compiled pass each: the
-power of two that makes every value an integer (the exact sums' scale), and the doubles,
-scaled integers and order keys the kernels take.
+"""A floating attribute's column as the kernels read it, in one compiled pass each: its
+summary (the power of two that makes every value an integer, which is the exact sums'
+scale, and its range), and the doubles, scaled integers and order keys the kernels take.
 
 numpy needs a pass per step (frexp, the mantissa, its trailing zeros, the maximum; then
 the copy, the product, the cast, the order keys): over 3M prices ~35 ms for the scale
@@ -23,24 +23,34 @@ NAN_BITS = int(np.array([np.nan]).view(np.int64)[0])
 
 
 @njit(cache=True)
-def _scale_shift(bits, valid):
-    """max over the finite non-zero doubles of ``bits`` (``valid[i]``, or all when
-    ``valid`` is empty) of the binary digits after the point; -1 when there is none.
+def _summary(x, bits, valid):
+    """Over the finite values of ``x`` (``bits``: the same doubles as int64; ``valid[i]``,
+    or all when ``valid`` is empty): the most binary digits after the point (-1 where no
+    value has any), the smallest value, the largest magnitude, and how many there are.
 
-    A double is ``M * 2**E`` (``M`` the 53-bit mantissa with its implicit bit); its digits
-    after the point are ``-E - trailing_zeros(M)``, at most ``-E``.  The trailing zeros are
-    counted only where ``-E`` could raise the maximum: branches that depend on the
-    mantissa's low bits are as random as the data."""
-    need = -1
+    A non-zero double is ``M * 2**E`` (``M`` the 53-bit mantissa with its implicit bit);
+    its digits after the point are ``-E - trailing_zeros(M)``, at most ``-E``.  The
+    trailing zeros are counted only where ``-E`` could raise the maximum: branches that
+    depend on the mantissa's low bits are as random as the data."""
     check = valid.shape[0] > 0
-    for i in range(bits.shape[0]):
+    need = -1
+    low = np.inf
+    high = 0.0
+    count = 0
+    for i in range(x.shape[0]):
         if check and not valid[i]:
             continue
+        v = x[i]
+        if not math.isfinite(v):
+            continue
+        count += 1
+        low = min(low, v)
+        high = max(high, abs(v))
         b = bits[i]
         field = (b >> 52) & 0x7FF
         mant = b & 0xFFFFFFFFFFFFF
-        if field == 0x7FF or (field == 0 and mant == 0):
-            continue  # inf, nan; zero
+        if field == 0 and mant == 0:
+            continue  # zero
         if field == 0:
             e = -1074
         else:
@@ -54,33 +64,13 @@ def _scale_shift(bits, valid):
             tz += 1
         if -e - tz > need:
             need = -e - tz
-    return need
-
-
-@njit(cache=True)
-def _stats(x, valid):
-    """Over the finite values of ``x`` (``valid[i]``, or all when ``valid`` is empty): the
-    smallest, the largest magnitude, and how many there are."""
-    check = valid.shape[0] > 0
-    low = np.inf
-    high = 0.0
-    count = 0
-    for i in range(x.shape[0]):
-        if check and not valid[i]:
-            continue
-        v = x[i]
-        if not math.isfinite(v):
-            continue
-        count += 1
-        low = min(low, v)
-        high = max(high, abs(v))
-    return low, high, count
+    return need, low, high, count
 
 
 @dataclass(frozen=True)
 class FloatStats:
-    """What the executors ask of a floating attribute's finite values, from two compiled
-    passes: the exact sums' scale, whether any is negative, the largest magnitude."""
+    """What the executors ask of a floating attribute's finite values, from one compiled
+    pass: the exact sums' scale, whether any is negative, the largest magnitude."""
 
     scale: int
     """The smallest power of two ``k`` such that ``x * k`` is an integer for every value."""
@@ -96,17 +86,8 @@ def float_stats(col: pa.ChunkedArray | pa.Array) -> FloatStats:
     x = np.ascontiguousarray(col.cast(pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
     valid = (np.zeros(0, np.bool_) if not col.null_count
              else np.asarray(col.is_valid().to_numpy(zero_copy_only=False), np.bool_))
-    low, high, count = _stats(x, valid)
-    return FloatStats(1 << max(0, int(_scale_shift(x.view(np.int64), valid))),
-                      float(low) if count else None, float(high))
-
-
-def float_scale_shift(x: np.ndarray, valid: np.ndarray | None = None) -> int:
-    """The smallest ``s >= 0`` such that ``x * 2**s`` is an integer for every finite
-    valid ``x``."""
-    shift = _scale_shift(np.ascontiguousarray(x, dtype=np.float64).view(np.int64),
-                         np.zeros(0, np.bool_) if valid is None else np.ascontiguousarray(valid, dtype=np.bool_))
-    return max(0, int(shift))
+    need, low, high, count = _summary(x, x.view(np.int64), valid)
+    return FloatStats(1 << max(0, int(need)), float(low) if count else None, float(high))
 
 
 @njit(cache=True)
@@ -146,9 +127,11 @@ def attribute_scales(table: pa.Table, attributes: Sequence[str],
     for attr in attributes:
         t = table.column(attr).type
         if pa.types.is_floating(t):
-            found = float_stats(table.column(attr))
-            if stats is not None:
-                stats[attr] = found
+            found = stats.get(attr) if stats is not None else None
+            if found is None:
+                found = float_stats(table.column(attr))
+                if stats is not None:
+                    stats[attr] = found
             scales[attr] = found.scale
         elif pa.types.is_decimal(t):
             scales[attr] = 10 ** t.scale
@@ -157,10 +140,4 @@ def attribute_scales(table: pa.Table, attributes: Sequence[str],
     return scales
 
 
-def float_scale(col: pa.ChunkedArray | pa.Array) -> int:
-    """The smallest power of two ``k`` such that ``x * k`` is an integer for every finite x."""
-    return float_stats(col).scale
-
-
-__all__ = ["NAN_BITS", "FloatStats", "attribute_scales", "float_columns", "float_scale", "float_scale_shift",
-           "float_stats"]
+__all__ = ["NAN_BITS", "FloatStats", "attribute_scales", "float_columns", "float_stats"]

@@ -277,8 +277,8 @@ class FastExecutor:
         vectorised: dict[str, Callable[[np.ndarray], list]] = {}
         arrow: dict[str, Callable[[np.ndarray], pa.Array]] = {}
         sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
-        exact_sums = {s.attribute for i, s in enumerate(self.engine.layout.slots)
-                      if s.role == "sum" and i not in self.approximate}  # the others read a_flt
+        self.exact_sums = exact_sums = {s.attribute for i, s in enumerate(self.engine.layout.slots)
+                                        if s.role == "sum" and i not in self.approximate}  # the others read a_flt
         for j, attr in enumerate(attrs):
             if attr.endswith(SPLIT_SUFFIX):
                 continue  # filled with its attribute's high limb below
@@ -480,11 +480,9 @@ class FastExecutor:
             floating = attr in schema.names and pa.types.is_floating(schema.field(attr).type)
             if floating and attr not in self.split:  # (from the pass that found the scale)
                 stats = self.engine.stats_of(attr)
-                exact = any(s.attribute == attr and s.role == "sum" and i not in self.approximate
-                            for i, s in enumerate(self.engine.layout.slots))  # (else a_int is all 0)
                 if attr in self.inexact:
                     biggest = max(biggest, stats.largest)
-                elif exact:
+                elif attr in self.exact_sums:  # (else a_int is all 0)
                     biggest = max(biggest, stats.largest * self.engine.scales[attr])
                 continue
             # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
