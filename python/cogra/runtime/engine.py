@@ -328,7 +328,7 @@ class Engine:
         self.pairs = PairPredicates(b, self.columns)
         self.absent_types: tuple[str, ...] = ()
         """Pattern types no event of the input has (a misspelled type matches nothing)."""
-        self.plays_mask, self.irrelevant = self._plays_masks()
+        self._row_types()
         if b.negations:
             self._blocker_counts()
         self.use_fast = fast
@@ -336,6 +336,7 @@ class Engine:
         """Streaming under contiguous: an irrelevant event alone must reach the states it
         breaks, so its sub-stream and windows are kept (see cogra.runtime.stream)."""
         self.stats = {"windows": 0, "windows_fast": 0, "windows_exact": 0}
+        self._times_at: tuple[np.ndarray, np.ndarray] | None = None
         self._trend_ends: tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None = None
         """(the sub-streams' play bits it was computed from, enumeration.trend_ends)"""
         self.float_stats: dict = {}
@@ -369,68 +370,90 @@ class Engine:
     def ctx(self) -> ExecContext:
         return ExecContext(self.bound.automaton, self.layout, self.values, self.pairs)
 
-    def _plays_masks(self) -> tuple[list[np.ndarray], np.ndarray]:
+    def _row_types(self) -> None:
+        """Each row's event type as a small code, and what a code means: the play bits of
+        its type's states (:attr:`type_bits`) and whether the pattern names it at all
+        (:attr:`type_irrelevant`); each variable's local predicates as a mask over rows
+        with the states they narrow (:attr:`local_bits`, :attr:`local_ok`).  The
+        sub-streams' play bits are folded from these in one compiled pass
+        (:func:`~cogra.runtime.compiled.substream_split.play_bits`); a boolean mask per
+        state took a pass per state and two more to fold them."""
         b = self.bound
-        type_of = None  # per row: index into the distinct type names (dictionary codes)
+        a = b.automaton
         col = self.table.column(b.type_column) if b.type_column is not None else None
-        named_types = set(b.automaton.event_types) | {n.event_type for n in b.negations}
-        if col is not None and len(named_types) == 1 and (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            # The query names one event type (q3): one string comparison pass -- encoding the
-            # column first took ~2 ms per 200k rows, the comparison ~0.4.  With several (q2:
-            # four, and then their union) one pass below gives every row its type's index:
-            # a comparison pass per type and union took 2.3 ms for a 38k-row chunk of q2.
-            type_of = col
-            (name,) = named_types
-            hit = pc.fill_null(pc.equal(col, pa.scalar(name, col.type)), False).to_numpy(zero_copy_only=False)
-
-            def rows_of(wanted: set) -> np.ndarray:
-                assert wanted == {name}  # every type set of the query is its one type
-                return hit.copy()  # (callers narrow it in place)
-            self.absent_types = () if self.n == 0 or hit.any() else (name,)
-        elif col is not None:
-            # Per row, the index of its type among ``names`` (``len(names)``: another type).
-            names = sorted(named_types)
-            codes = type_codes(col, names)
-            if codes is not None:  # several named types over a string column: one compiled pass
-                counts = np.bincount(codes, minlength=len(names) + 1)
-                present = {n for n, c in zip(names, counts) if c}
+        if col is None:  # every row has every type: code 0 for all, and "another type" is none
+            names: list = []
+            codes = np.zeros(self.n, np.int8)
+            present = set(a.event_types)
+        else:
+            names = sorted(set(a.event_types) | {n.event_type for n in b.negations})
+            found = type_codes(col, names)
+            if found is not None:  # a string column, its named types compared in one pass
+                codes, counts = found
+                present = {n for n, c in zip(names, counts.tolist()) if c}
             else:
                 col = col.combine_chunks()
                 if not pa.types.is_dictionary(col.type):
                     col = pc.dictionary_encode(col.cast(pa.string()))
                 names = col.dictionary.cast(pa.string()).to_pylist()
                 present = set(names)
-                codes = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False)
-            type_of = codes
-            self.absent_types = () if self.n == 0 else tuple(
-                t for t in dict.fromkeys(b.automaton.event_types) if t not in present)
-
-            def rows_of(wanted: set) -> np.ndarray:
-                picked = [i for i, n in enumerate(names) if n in wanted]
-                if len(picked) == 1:  # one comparison pass, ~10x cheaper than a gather
-                    return type_of == picked[0]
-                lookup = np.array([n in wanted for n in names] + [False], dtype=bool)
-                return lookup[type_of]
-
-        def mask_of(event_type: str, local: Sequence) -> np.ndarray:
-            mask = np.ones(self.n, dtype=bool) if type_of is None else rows_of({event_type})
-            for e in local:
-                mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
-            return mask
-
+                codes = pc.fill_null(col.indices, len(names)).to_numpy(zero_copy_only=False).astype(np.int64)
+        self.absent_types = () if self.n == 0 else tuple(
+            t for t in dict.fromkeys(a.event_types) if t not in present)
+        index = {n: i for i, n in enumerate(names)}
+        self._type_index = index
+        self._type_codes = codes
+        self.type_bits = np.zeros(len(names) + 1, np.uint64)
+        """Per type code: the states its rows may play (before local predicates)."""
+        self.type_irrelevant = np.ones(len(names) + 1, bool)
+        """Per type code: whether the pattern's variables do not name it (negated types aside)."""
+        for v, t in enumerate(a.event_types):
+            c = index[t] if col is not None else 0
+            if col is None or t in index:
+                self.type_bits[c] |= np.uint64(1 << v)
+                self.type_irrelevant[c] = False
         # States of one variable (repetitions, presence copies) share its type and local
-        # predicates, so they share one mask (read only).
-        by_variable: dict[str, np.ndarray] = {}
-        masks = []
-        for v, variable in enumerate(b.automaton.state_variables):
-            if variable not in by_variable:
-                by_variable[variable] = mask_of(b.automaton.event_types[v], b.local[v])
-            masks.append(by_variable[variable])
-        self.blocker_masks = [mask_of(neg.event_type, neg.local) for neg in b.negations]
+        # predicates, so they share one mask.
+        slot_of: dict[str, int] = {}
+        local_bits: list[int] = []
+        local_ok: list[np.ndarray] = []
+        for v, variable in enumerate(a.state_variables):
+            if not b.local[v]:
+                continue
+            if variable not in slot_of:
+                slot_of[variable] = len(local_bits)
+                local_bits.append(0)
+                local_ok.append(self._local_truth(b.local[v]))
+            local_bits[slot_of[variable]] |= 1 << v
+        self.local_bits = np.asarray(local_bits, np.uint64)
+        """Per variable with local predicates: its states' bits (rows ``local_ok`` refuses do not play them)."""
+        self.local_ok = np.stack(local_ok) if local_ok else np.zeros((0, 1), bool)
+        self.blocker_masks = [self._rows_of_type(neg.event_type) & self._local_truth(neg.local)
+                              if neg.local else self._rows_of_type(neg.event_type) for neg in b.negations]
         """Per negation: the rows that block its guarded steps (its type, its local predicates)."""
-        if type_of is None:
-            return masks, np.zeros(self.n, dtype=bool)
-        return masks, ~rows_of(set(b.automaton.event_types))
+
+    def _local_truth(self, local: Sequence) -> np.ndarray:
+        """Per row, whether it satisfies every predicate of ``local`` (a variable's)."""
+        mask = np.ones(self.n, dtype=bool)
+        for e in local:
+            mask &= truth(evaluate(e, lambda role, attr: Val(*self.columns[attr])), self.n)
+        return mask
+
+    def _rows_of_type(self, event_type: str) -> np.ndarray:
+        """Per row, whether it has type ``event_type`` (every row, without a type column)."""
+        if self.bound.type_column is None:
+            return np.ones(self.n, dtype=bool)
+        code = self._type_index.get(event_type)
+        return np.zeros(self.n, dtype=bool) if code is None else self._type_codes == code
+
+    def _row_play_bits(self) -> np.ndarray:
+        """Per row, the states it may play (its type's, narrowed by local predicates)."""
+        return play_bits(self._type_codes, self.type_bits, self.local_bits, self.local_ok)
+
+    @cached_property
+    def irrelevant(self) -> np.ndarray:
+        """Per row, whether its type is none of the pattern's variables' (negated types aside)."""
+        return self.type_irrelevant[self._type_codes]
 
     def _partition_codes(self) -> tuple[np.ndarray, np.ndarray]:
         """:func:`key_codes` of the plain keys, computed once per engine (the blocker counts
@@ -542,10 +565,9 @@ class Engine:
         b = self.bound
         nv = len(b.automaton.names)
         keep_idle = self.plan.executor is Executor.CONTIGUOUS
-        if not b.plain_keys and not b.keyed_states and self.plays_mask:
+        if not b.plain_keys and not b.keyed_states and nv:
             return self._whole_table(keep_idle)
-        bits_all = (play_bits(np.stack(self.plays_mask)) if self.plays_mask
-                    else np.zeros(self.n, dtype=np.uint64))
+        bits_all = self._row_play_bits() if nv else np.zeros(self.n, dtype=np.uint64)
         pid, pid_rep = self._partition_codes()
         # One partition (no plain keys): the rows are in order already, nothing to gather.
         one = len(pid_rep) <= 1
@@ -616,7 +638,8 @@ class Engine:
     def _whole_table(self, keep_idle: bool) -> SubStreams:
         """:meth:`substreams` of a query without keys: the table is one sub-stream."""
         clear = np.uint64(self.bound.automaton.ends_not_in(0))
-        rows, bits, playing = whole_table_rows(np.stack(self.plays_mask), clear, self.irrelevant, keep_idle)
+        rows, bits, playing = whole_table_rows(self._type_codes, self.type_bits, self.type_irrelevant,
+                                               self.local_bits, self.local_ok, clear, keep_idle)
         if len(rows) == 0 or not (self.idle_events_matter or playing):
             return SubStreams(rows[:0], bits[:0], np.zeros(1, np.int64), [], [], [])
         group = self._output_group({}, {})
@@ -649,16 +672,21 @@ class Engine:
         """Every window of every sub-stream that holds an active event; ``finishing``: only
         those that may hold a finished trend (:meth:`_windows_that_may_finish`, filtered
         as the windows are enumerated where they are integral)."""
+        if self.windows.size is None:  # one window per segment with an active event
+            from cogra.runtime.compiled.windows.enumeration import playing_segments
+
+            seg_ptr = np.asarray(subs.seg_ptr, np.int64)
+            seg = (np.flatnonzero(np.diff(seg_ptr) > 0) if self.idle_events_matter
+                   else playing_segments(seg_ptr, subs.bits))
+            wins = Windows(seg, seg_ptr[seg], seg_ptr[seg + 1], start=np.zeros(len(seg), np.int64), size=None)
+            return self._windows_that_may_finish(subs, wins) if finishing else wins
         active = self._active_events(subs)
-        times = self.time_np[subs.rows]
+        times = self.times_at(subs.rows)
         if is_integral(self.windows, self.bound.time_type):
-            size = None if self.windows.size is None else int(self.windows.size)
-            ends = self._finish_ends(subs) if finishing and size is not None else None
+            size = int(self.windows.size)
+            ends = self._finish_ends(subs) if finishing else None
             seg, start, lo, hi = enumerate_windows(subs.seg_ptr, times, active, self.windows, ends)
-            wins = Windows(seg, lo, hi, start=start, size=size)
-            if finishing and size is None:  # one window per segment: filtered afterwards
-                return self._windows_that_may_finish(subs, wins)
-            return wins
+            return Windows(seg, lo, hi, start=start, size=size)
         # Fractional windows or float times: exact arithmetic in Python.
         segs, bounds, los, his = [], [], [], []
         exact = self.times
@@ -673,6 +701,13 @@ class Engine:
                 his.append(a + bisect.bisect_left(sub_times, window[1]))
         as_i64 = lambda x: np.asarray(x, dtype=np.int64)  # noqa: E731
         return Windows(as_i64(segs), as_i64(los), as_i64(his), exact_bounds=bounds)
+
+    def times_at(self, rows: np.ndarray) -> np.ndarray:
+        """The times of table rows ``rows``, gathered once per array of rows: the windows
+        and the kernels over one evaluation's sub-streams read the same."""
+        if self._times_at is None or self._times_at[0] is not rows:
+            self._times_at = (rows, self.time_np[rows])
+        return self._times_at[1]
 
     def _windows_that_may_finish(self, subs: SubStreams, wins: "Windows") -> "Windows":
         """``wins`` without the windows that cannot hold a finished trend (no event that

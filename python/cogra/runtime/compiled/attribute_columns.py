@@ -91,32 +91,34 @@ def float_stats(col: pa.ChunkedArray | pa.Array) -> FloatStats:
 
 
 @njit(cache=True)
-def _float_columns(x, bits, scale, want_int, nan_bits, a_flt, a_int, a_key):
-    """a_flt = x; a_int = x * scale (where ``want_int``); a_key = order keys of x.
+def _float_columns(x, bits, scale, want_flt, want_int, want_key, nan_bits, a_flt, a_int, a_key):
+    """a_flt = x, a_int = x * scale, a_key = order keys of x, each only where wanted.
     Returns whether every value is finite."""
     finite = True
     for i in range(x.shape[0]):
         v = x[i]
-        a_flt[i] = v
+        if want_flt:
+            a_flt[i] = v
         if want_int:
             a_int[i] = np.int64(v * scale)
-        b = bits[i]
-        if v != v:
-            b = nan_bits
-        elif not math.isfinite(v):
-            finite = False
-        a_key[i] = b if b >= 0 else b ^ np.int64(0x7FFFFFFFFFFFFFFF)
-        if v != v:
-            finite = False
+        if want_key:
+            b = bits[i]
+            if v != v:
+                b = nan_bits
+            a_key[i] = b if b >= 0 else b ^ np.int64(0x7FFFFFFFFFFFFFFF)
+        finite &= math.isfinite(v)
     return finite
 
 
-def float_columns(x: np.ndarray, scale: float, want_int: bool, a_flt: np.ndarray, a_int: np.ndarray,
-                  a_key: np.ndarray) -> bool:
-    """Fill the kernels' rows of one floating attribute (``a_int`` only where
-    ``want_int``: exact sums, ``x * scale`` below 2**62); whether every value is finite."""
+def float_columns(x: np.ndarray, scale: float, want_flt: bool, want_int: bool, want_key: bool,
+                  a_flt: np.ndarray, a_int: np.ndarray, a_key: np.ndarray) -> bool:
+    """Fill the kernels' rows of one floating attribute that its operations read: the
+    doubles (``want_flt``), the scaled integers (``want_int``: exact sums, ``x * scale``
+    below 2**62), the order keys (``want_key``: MIN/MAX); whether every value is finite.
+    A row no operation reads stays as allocated (zeros, its pages never touched)."""
     x = np.ascontiguousarray(x, dtype=np.float64)
-    return bool(_float_columns(x, x.view(np.int64), float(scale), want_int, np.int64(NAN_BITS), a_flt, a_int, a_key))
+    return bool(_float_columns(x, x.view(np.int64), float(scale), want_flt, want_int, want_key, np.int64(NAN_BITS),
+                               a_flt, a_int, a_key))
 
 
 def attribute_scales(table: pa.Table, attributes: Sequence[str],

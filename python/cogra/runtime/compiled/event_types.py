@@ -19,8 +19,9 @@ MAX_NAMED = 120
 
 
 @njit(cache=True)
-def _codes(offsets, data, name_offsets, name_data, out):
-    """``out[i]``: the index of row ``i``'s string among the names, or their count."""
+def _codes(offsets, data, name_offsets, name_data, out, counts):
+    """``out[i]``: the index of row ``i``'s string among the names, or their count;
+    ``counts[c]`` how many rows have code ``c``."""
     k = name_offsets.shape[0] - 1
     for i in range(offsets.shape[0] - 1):
         a = offsets[i]
@@ -37,10 +38,11 @@ def _codes(offsets, data, name_offsets, name_data, out):
                 code = t
                 break
         out[i] = code
+        counts[code] += 1
 
 
 @njit(cache=True)
-def _short_codes(offsets, data, words, out):
+def _short_codes(offsets, data, words, out, counts):
     """:func:`_codes` where every name has at most 7 bytes: each row's bytes and length in
     one word, compared with the names' words without branches (on types in random order,
     the byte comparisons' branches mispredict: 3M rows, 23 -> 5 ms)."""
@@ -57,12 +59,16 @@ def _short_codes(offsets, data, words, out):
         for t in range(k):
             code = t if word == words[t] else code
         out[i] = code
+        counts[code] += 1
 
 
-def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str]) -> np.ndarray | None:
+def type_codes(column: pa.ChunkedArray | pa.Array,
+               names: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """Per row, the index of its type among ``names`` (``len(names)`` for another type),
-    as int8; None where this pass does not apply (not a plain string column, NULLs, or too
-    many names): the caller encodes the column then."""
+    as int8, and how many rows have each index (counted in the same pass: a
+    ``numpy.bincount`` of the int8 codes widens them first, ~3 ms per 3M rows); None
+    where this pass does not apply (not a plain string column, NULLs, or too many names):
+    the caller encodes the column then."""
     if len(names) > MAX_NAMED:
         return None
     if isinstance(column, pa.ChunkedArray):
@@ -78,12 +84,13 @@ def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str]) -> np.ndarr
     name_offsets[1:] = np.cumsum([len(e) for e in encoded])
     name_data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
     out = np.empty(len(column), np.int8)
+    counts = np.zeros(len(names) + 1, np.int64)
     if all(len(e) <= 7 for e in encoded):
         words = np.array([(len(e) << 56) | int.from_bytes(e, "little") for e in encoded] or [-1], np.int64)
-        _short_codes(offsets, data, words[:len(encoded)], out)
+        _short_codes(offsets, data, words[:len(encoded)], out, counts)
     else:
-        _codes(offsets, data, name_offsets, name_data, out)
-    return out
+        _codes(offsets, data, name_offsets, name_data, out, counts)
+    return out, counts
 
 
 __all__ = ["MAX_NAMED", "type_codes"]

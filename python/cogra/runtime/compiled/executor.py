@@ -48,6 +48,10 @@ repays only within its own call: q2's per-window kernel compiles in ~1 s and sav
 per 1M events (0.43 -> 0.13 s), q3's ring runs compile in ~9 s and save ~0.35 s per 1M;
 at 50k a fresh machine's first q3 over 1M events took 10.2 s instead of 1.2 s.  Tests
 lower it."""
+_SPARE_I, _SPARE_F = np.zeros(1, np.int64), np.zeros(1, np.float64)
+"""What a compiled fill gets for a row it does not write."""
+_NO_PAIR_OK = np.zeros(0, np.uint64)
+"""What the generated kernels get for pair bits where the query's shape checks none."""
 
 
 class PairArrays(NamedTuple):
@@ -111,7 +115,7 @@ class FastExecutor:
         self.final_bits = np.uint64(sum(1 << v for v in a.final))
         prog = self.chan.program
         self.op_ptr = np.searchsorted(prog[:, 0], np.arange(self.nv + 1)).astype(np.int64)
-        self.pair_ok = engine.pair_ok_bits()
+        self._pair_ok: np.ndarray | None = None
         self.kept = b.kept_variables
         if self.kept and subs is not None:
             folded = engine.contiguous_pair_ok_bits(subs, self.pair_ok)
@@ -269,32 +273,54 @@ class FastExecutor:
     def _attribute_arrays(self, table: pa.Table) -> None:
         attrs = self.chan.attributes
         n = table.num_rows
-        self.a_int = np.zeros((max(1, len(attrs)), n), np.int64)
-        self.a_flt = np.zeros((max(1, len(attrs)), n), np.float64)
-        self.a_valid = np.zeros((max(1, len(attrs)), n), np.bool_)
-        self.a_key = np.zeros((max(1, len(attrs)), n), np.int64)
+        k = max(1, len(attrs))
+        dtypes = {"a_int": np.int64, "a_flt": np.float64, "a_valid": np.bool_, "a_key": np.int64}
+        matrices: dict[str, np.ndarray] = {}
+
+        def full(name: str) -> np.ndarray:
+            """The kernels' matrix ``name`` (attributes x rows), allocated at its first row
+            written, uninitialised: the rows no operation reads are never written, and a
+            matrix with none written is one column wide (zeroing four matrices of 3M rows
+            took ~4 ms)."""
+            if name not in matrices:
+                matrices[name] = np.empty((k, n), dtypes[name])
+            return matrices[name]
+
         decoders: dict[str, Callable[[int], Any]] = {}
         vectorised: dict[str, Callable[[np.ndarray], list]] = {}
         arrow: dict[str, Callable[[np.ndarray], pa.Array]] = {}
         sums = {s.attribute for s in self.engine.layout.slots if s.role in ("sum", "nn")}
         self.exact_sums = exact_sums = {s.attribute for i, s in enumerate(self.engine.layout.slots)
                                         if s.role == "sum" and i not in self.approximate}  # the others read a_flt
+        # What the slot program's operations read of each attribute (channels.OP_*): the
+        # rows nothing reads are not filled -- for 3M prices under AVG, 48 MB not written.
+        # MIN/MAX count as reading the doubles too: the mixed kernels' lanes take every
+        # operation but the integer ones from them.
+        ops = {j: {int(op) for op, a in zip(self.chan.program[:, 1], self.chan.program[:, 2]) if a == j}
+               for j in range(len(attrs))}
         for j, attr in enumerate(attrs):
             if attr.endswith(SPLIT_SUFFIX):
                 continue  # filled with its attribute's high limb below
+            want_key = bool(ops[j] & {OP_MIN, OP_MAX})
+            want_flt = want_key or OP_SUM_FLOAT in ops[j]
             col = table.column(attr).combine_chunks()
             t = col.type
             if pa.types.is_dictionary(t):
                 col = col.dictionary_decode()
                 t = col.type
-            self.a_valid[j] = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            if col.null_count:
+                full("a_valid")[j] = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+            else:
+                full("a_valid")[j] = True
             if pa.types.is_integer(t):
                 if t.bit_width == 64 and not pa.types.is_signed_integer(t):
                     raise Unsupported(f"{attr} is uint64")
                 ints = pc.fill_null(col, 0).cast(pa.int64()).to_numpy()
-                self.a_int[j] = ints
-                self.a_flt[j] = ints.astype(np.float64)
-                self.a_key[j] = ints
+                full("a_int")[j] = ints  # (always: the rescale bound reads it, _largest_summed)
+                if want_flt:
+                    full("a_flt")[j] = ints.astype(np.float64)
+                if want_key:
+                    full("a_key")[j] = ints
                 decoders[attr] = int
                 vectorised[attr] = lambda keys: keys.tolist()
                 arrow[attr] = (lambda tt: lambda keys: pa.array(keys, pa.int64()).cast(tt))(t)
@@ -303,22 +329,24 @@ class FastExecutor:
                 if attr not in self.split:
                     # One compiled pass: the doubles, the scaled integers (exact: a power of
                     # two; below 2**62, or the sum is inexact) and the order keys.
-                    finite = float_columns(flts, float(self.engine.scales[attr]),
-                                           attr in exact_sums and attr not in self.inexact,
-                                           self.a_flt[j], self.a_int[j], self.a_key[j])
+                    finite = float_columns(flts, float(self.engine.scales[attr]), want_flt,
+                                           attr in exact_sums and attr not in self.inexact, want_key,
+                                           full("a_flt")[j] if want_flt else _SPARE_F,
+                                           full("a_int")[j] if attr in exact_sums and attr not in self.inexact
+                                           else _SPARE_I, full("a_key")[j] if want_key else _SPARE_I)
                     if attr in sums and not finite:
                         raise Unsupported(f"{attr} holds inf or nan")
                 else:
                     if attr in sums and not np.isfinite(flts).all():
                         raise Unsupported(f"{attr} holds inf or nan")
-                    self.a_flt[j] = flts
+                    full("a_flt")[j] = flts
                     scaled = flts * float(self.engine.scales[attr])  # exact: a power of two
                     hi = np.floor(scaled / 2.0**SPLIT_SHIFT)
                     lo_j = attrs.index(attr + SPLIT_SUFFIX)
-                    self.a_int[j] = hi.astype(np.int64)
-                    self.a_int[lo_j] = (scaled - hi * 2.0**SPLIT_SHIFT).astype(np.int64)
-                    self.a_valid[lo_j] = self.a_valid[j]
-                    self.a_key[j] = float_key(flts)
+                    full("a_int")[j] = hi.astype(np.int64)
+                    full("a_int")[lo_j] = (scaled - hi * 2.0**SPLIT_SHIFT).astype(np.int64)
+                    full("a_valid")[lo_j] = full("a_valid")[j]
+                    full("a_key")[j] = float_key(flts)
                 decoders[attr] = float_from_key
                 vectorised[attr] = lambda keys: floats_from_keys(keys).tolist()
                 arrow[attr] = (lambda tt: lambda keys: pa.array(floats_from_keys(keys)).cast(tt))(t)
@@ -330,7 +358,7 @@ class FastExecutor:
                 uniq = pc.unique(pc.drop_null(col)).to_pylist()
                 ordered = sorted(uniq)
                 rank = {v: i for i, v in enumerate(ordered)}
-                self.a_key[j] = np.fromiter((rank.get(v, 0) for v in col.to_pylist()), np.int64, n)
+                full("a_key")[j] = np.fromiter((rank.get(v, 0) for v in col.to_pylist()), np.int64, n)
                 decoders[attr] = ordered.__getitem__
                 arrow[attr] = (lambda d: lambda keys: d.take(pa.array(keys, pa.int64())))(
                     pa.array(ordered, type=t) if ordered else pa.array([""], type=t))
@@ -339,7 +367,7 @@ class FastExecutor:
                 if pa.types.is_boolean(t):
                     storage = pa.int8()
                 ints = pc.fill_null(col.cast(storage), 0).cast(pa.int64()).to_numpy()
-                self.a_key[j] = ints
+                full("a_key")[j] = ints
                 decoders[attr] = bool if pa.types.is_boolean(t) else (
                     lambda tt, st: lambda k: pa.scalar(k, st).cast(tt).as_py())(t, storage)
                 if pa.types.is_boolean(t):
@@ -349,6 +377,8 @@ class FastExecutor:
                         t, storage)
             else:
                 raise Unsupported(f"{attr} is {t}")
+        for name, dtype in dtypes.items():
+            setattr(self, name, matrices[name] if name in matrices else np.zeros((k, 1), dtype))
         self.x_decoders = []
         self.x_vectorised = []
         self.x_arrow = []
@@ -381,7 +411,7 @@ class FastExecutor:
 
     def times_of(self, rows: np.ndarray, plays: np.ndarray) -> np.ndarray:
         """The event times of positions ``rows`` (see :meth:`per_positions`)."""
-        return self.per_positions("times", rows, plays, lambda: self.engine.time_np[rows])
+        return self.engine.times_at(rows)
 
     def max_batch_of(self, rows: np.ndarray, plays: np.ndarray) -> int:
         """:meth:`_max_batch` of positions ``rows`` (see :meth:`per_positions`)."""
@@ -415,13 +445,25 @@ class FastExecutor:
                         c.n_i, c.n_f, a_int, a_flt, a_valid, a_key, rows, lo, hi, max_batch, *outs)
         return out
 
+    @property
+    def pair_ok(self) -> np.ndarray:
+        """Per table row, :meth:`Engine.pair_ok_bits` (or their contiguous fold), computed at
+        first use: the generated kernels of a query without pair checks never read them."""
+        if self._pair_ok is None:
+            self._pair_ok = self.engine.pair_ok_bits()
+        return self._pair_ok
+
+    @pair_ok.setter
+    def pair_ok(self, bits: np.ndarray) -> None:
+        self._pair_ok = bits
+
     def pair_ok_of(self, rows: np.ndarray, plays: np.ndarray, generated: bool = False) -> np.ndarray:
         """The pair predicates' bits of positions ``rows`` (see :meth:`per_positions`), for
         the generic kernels or (``generated``) the generated ones -- which read them only
         where the query's shape has pair checks, and otherwise get an empty array of the
         same type instead of a gather over every position (~4 ms per 1M events)."""
         if generated and not self.shape().pair_checks:
-            return self.pair_ok[:0]
+            return _NO_PAIR_OK
         return self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
 
     def run_mixed(self, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray, hi: np.ndarray,

@@ -26,7 +26,6 @@ def _bits_in(i, c, bits, codes, combo_codes, var_bits, combo_clear):
     return b
 
 
-@njit(cache=True)
 def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits,
                      irrelevant, keep_idle, idle_events_matter):
     """Per combination ``c`` (of the plain group ``combo_group[c]``, positions
@@ -46,17 +45,24 @@ def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes,
     One pass per combination, written where the previous one ended (a combination
     without sub-stream is overwritten by the next) into buffers of its group's size
     summed over the combinations: counting first took a second pass (q3: 6.3 -> 3.6 ms
-    per 200k rows).  Buffers more than twice what is kept are copied to size."""
-    n_combo = combo_group.shape[0]
-    sizes = np.empty(n_combo, np.int64)
-    bound = 0
-    for c in range(n_combo):
-        g = combo_group[c]
-        bound += group_hi[g] - group_lo[g]
+    per 200k rows).  Buffers more than twice what is kept are copied to size; they are
+    allocated by numpy (see :func:`whole_table_rows`)."""
+    bound = int((group_hi[combo_group] - group_lo[combo_group]).sum()) if len(combo_group) else 0
     rows = np.empty(bound + 1, np.int64)  # every position is written, kept ones advance k
     out_bits = np.empty(bound + 1, np.uint64)
+    sizes = np.empty(combo_group.shape[0], np.int64)
+    k = _combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits,
+                          irrelevant, keep_idle, idle_events_matter, rows, out_bits, sizes)
+    if 2 * k < bound:
+        return rows[:k].copy(), out_bits[:k].copy(), sizes
+    return rows[:k], out_bits[:k], sizes
+
+
+@njit(cache=True)
+def _combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits,
+                      irrelevant, keep_idle, idle_events_matter, rows, out_bits, sizes):
     k = 0
-    for c in range(n_combo):
+    for c in range(combo_group.shape[0]):
         g = combo_group[c]
         first = k
         playing = False
@@ -72,49 +78,72 @@ def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes,
             k = first
         else:
             sizes[c] = k - first
-    if 2 * k < bound:
-        return rows[:k].copy(), out_bits[:k].copy(), sizes
-    return rows[:k], out_bits[:k], sizes
+    return k
 
 
-@njit(cache=True)
-def play_bits(masks):
-    """Per row, bit ``v`` set where ``masks[v]`` is: the variables (automaton states) the
-    row may play.  One pass; numpy's took three per state (cast, shift, or)."""
-    nv, n = masks.shape
-    out = np.empty(n, np.uint64)
-    for i in range(n):
-        b = np.uint64(0)
-        for v in range(nv):
-            b |= np.uint64(masks[v, i]) << np.uint64(v)
-        out[i] = b
+@njit(cache=True, inline="always")
+def _row_bits(i, codes, type_bits, local_bits, local_ok):
+    """Row ``i``'s play bits: its type's (``type_bits[codes[i]]``), without the states of
+    each variable ``m`` whose local predicates it fails (``local_bits[m]``, where
+    ``local_ok[m, i]`` is False)."""
+    b = type_bits[codes[i]]
+    for m in range(local_bits.shape[0]):  # without branches
+        b &= ~(local_bits[m] * np.uint64(not local_ok[m, i]))
+    return b
+
+
+def play_bits(codes: np.ndarray, type_bits: np.ndarray, local_bits: np.ndarray,
+              local_ok: np.ndarray) -> np.ndarray:
+    """Per row, bit ``v`` set where it may play state ``v``: from its type code through
+    ``type_bits`` and its variables' local predicates (see :func:`_row_bits`).  One pass
+    over one byte per row; a boolean mask per state, stacked and then folded, took three
+    passes and a mask per state.  (Allocated by numpy: see :func:`whole_table_rows`.)"""
+    out = np.empty(codes.shape[0], np.uint64)
+    _play_bits(codes, type_bits, local_bits, local_ok, out)
     return out
 
 
 @njit(cache=True)
-def whole_table_rows(masks, clear, irrelevant, keep_idle):
-    """:func:`combination_rows` for a table that is one sub-stream (no keys), fused with
-    :func:`play_bits`: the rows that play a variable (under ``keep_idle`` also the
-    ``irrelevant`` ones) and their bits (without ``clear``), and whether any row plays.
-    One pass over the masks instead of three over the table's bits and rows."""
-    nv, n = masks.shape
-    rows = np.empty(n, np.int64)
-    bits = np.empty(n, np.uint64)
+def _play_bits(codes, type_bits, local_bits, local_ok, out):
+    for i in range(codes.shape[0]):
+        out[i] = _row_bits(i, codes, type_bits, local_bits, local_ok)
+
+
+@njit(cache=True)
+def _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, clear, keep_idle, rows, bits):
+    n = codes.shape[0]
     k = 0
     playing = False
     for i in range(n):
-        b = np.uint64(0)
-        for v in range(nv):
-            b |= np.uint64(masks[v, i]) << np.uint64(v)
-        b &= ~clear
+        b = _row_bits(i, codes, type_bits, local_bits, local_ok) & ~clear
         rows[k] = i
         bits[k] = b
         plays = b != 0
-        k += plays | (keep_idle & irrelevant[i])
+        k += plays | (keep_idle & type_irrelevant[codes[i]])
         playing |= plays
+    return k, playing
+
+
+def whole_table_rows(codes: np.ndarray, type_bits: np.ndarray, type_irrelevant: np.ndarray,
+                     local_bits: np.ndarray, local_ok: np.ndarray, clear: np.uint64,
+                     keep_idle: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+    """:func:`combination_rows` for a table that is one sub-stream (no keys), fused with
+    :func:`play_bits`: the rows that play a variable (under ``keep_idle`` also those whose
+    type the pattern does not name, ``type_irrelevant[codes[i]]``) and their bits
+    (without ``clear``), and whether any row plays.  One pass over the type codes, with
+    no per-row bits kept for the rows left out.
+
+    The outputs are allocated by numpy, not inside the compiled pass: numpy advises the
+    kernel to back large arrays with huge pages, and numba's allocations are touched a
+    4 KiB page at a time (3M rows: ~8 ms of page faults per array instead of ~2)."""
+    n = codes.shape[0]
+    rows = np.empty(n, np.int64)
+    bits = np.empty(n, np.uint64)
+    k, playing = _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, clear, keep_idle,
+                                   rows, bits)
     if 2 * k < n:
-        return rows[:k].copy(), bits[:k].copy(), playing
-    return rows[:k], bits[:k], playing
+        return rows[:k].copy(), bits[:k].copy(), bool(playing)
+    return rows[:k], bits[:k], bool(playing)
 
 
 @njit(cache=True)
@@ -167,17 +196,23 @@ def _slot(word, shift):
     return np.int64((np.uint64(word) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(shift))
 
 
-@njit(cache=True)
-def short_string_codes(offsets, data):
+def short_string_codes(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
     """Dense codes of a string array's values in order of first appearance, and the first
     position of each -- what ``pyarrow.compute.dictionary_encode`` numbers, for arrays
     without NULLs whose strings all have at most :data:`SHORT_STRING_BYTES` bytes
     (``offsets``: its ``n + 1``, from the array's own offset).  Returns ``(codes, first,
     True)``, or ``(.., .., False)`` at the first longer string (the caller encodes with
     Arrow then).  Each string is one word, looked up in an open-addressing table that
-    doubles at half load: q3's company column, 42k rows of 19 values, ~0.9 -> ~0.2 ms."""
+    doubles at half load: q3's company column, 42k rows of 19 values, ~0.9 -> ~0.2 ms.
+    (The codes are allocated by numpy: see :func:`whole_table_rows`.)"""
+    codes = np.empty(offsets.shape[0] - 1, np.int64)
+    first, short = _short_string_codes(offsets, data, codes)
+    return codes, first, bool(short)
+
+
+@njit(cache=True)
+def _short_string_codes(offsets, data, codes):
     n = offsets.shape[0] - 1
-    codes = np.empty(n, np.int64)
     first = np.empty(16, np.int64)
     words = np.empty(16, np.int64)
     cap = 64
@@ -187,7 +222,7 @@ def short_string_codes(offsets, data):
     for i in range(n):
         word = _short_word(offsets, data, i)
         if word < 0:
-            return codes, first[:k], False
+            return first[:k], False
         j = _slot(word, shift)
         while slots[j] >= 0 and words[slots[j]] != word:
             j = (j + 1) & (cap - 1)
@@ -211,7 +246,7 @@ def short_string_codes(offsets, data):
                 while slots[j] >= 0:
                     j = (j + 1) & (cap - 1)
                 slots[j] = c
-    return codes, first[:k], True
+    return first[:k], True
 
 
 __all__ = ["combination_rows", "play_bits", "short_string_codes", "string_runs", "whole_table_rows"]

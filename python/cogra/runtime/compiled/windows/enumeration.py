@@ -295,26 +295,49 @@ def walk_ordered(seg, key):
     return True
 
 
-@njit(cache=True)
-def trend_ends(plays, start_bits, final_bits):
+def trend_ends(plays: np.ndarray, start_bits: np.uint64, final_bits: np.uint64) -> tuple[np.ndarray, np.ndarray]:
     """Per event position ``i``: the first position ``>= i`` whose event may play a start
     variable, and the last ``<= i`` whose event may play a final one (for
-    :func:`may_finish`; once per evaluation, shared by its blocks of windows)."""
+    :func:`may_finish`; once per evaluation, shared by its blocks of windows).  Allocated
+    by numpy, which backs large arrays with huge pages (numba's allocations fault a 4 KiB
+    page at a time)."""
     n = plays.shape[0]
-    first_start = np.empty(n + 1, np.int64)
+    first_start, last_final = np.empty(n + 1, np.int64), np.empty(n, np.int64)
+    _trend_ends(plays, start_bits, final_bits, first_start, last_final)
+    return first_start, last_final
+
+
+@njit(cache=True)
+def _trend_ends(plays, start_bits, final_bits, first_start, last_final):
+    n = plays.shape[0]
     nxt = n
     first_start[n] = n
     for i in range(n - 1, -1, -1):
         if plays[i] & start_bits:
             nxt = i
         first_start[i] = nxt
-    last_final = np.empty(n, np.int64)
     prev = -1
     for i in range(n):
         if plays[i] & final_bits:
             prev = i
         last_final[i] = prev
-    return first_start, last_final
+
+
+@njit(cache=True)
+def playing_segments(seg_ptr, plays):
+    """The segments ``s`` (positions ``seg_ptr[s]:seg_ptr[s+1]``) holding a position whose
+    play bits are not zero: the windows of a query without WITHIN, one per such segment.
+    Each scan stops at its first hit, where a per-position mask and a sum per segment
+    read every position twice."""
+    out = np.empty(seg_ptr.shape[0] - 1, np.int64)
+    k = 0
+    for s in range(seg_ptr.shape[0] - 1):
+        for i in range(seg_ptr[s], seg_ptr[s + 1]):
+            if plays[i] != 0:
+                out[k] = s
+                k += 1
+                break
+    return out[:k]
 
 
 @njit(cache=True)
