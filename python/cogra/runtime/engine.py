@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cogra.runtime.arrow_arrays import one_array, take
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.analysis.plan import Plan
@@ -39,6 +40,7 @@ from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table, check_window_range
 from cogra.runtime.compiled.event_types import type_codes
+from cogra.runtime.compiled.time_order import ascending
 from cogra.runtime.compiled.substream_split import (combination_rows, play_bits, short_string_codes, string_runs,
                                                     whole_table_rows)
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
@@ -56,7 +58,7 @@ RUNNERS: dict[Executor, Runner] = {
 def numpy_column(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """``(data, valid)`` for vectorised predicates; NULLs get a harmless filler."""
     if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks()
+        col = one_array(col)
     t = col.type
     if pa.types.is_dictionary(t):
         col = col.dictionary_decode()
@@ -148,7 +150,7 @@ def key_codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, np.nda
     combined = np.zeros(table.num_rows, np.int64)
     radix = 1
     for name in names:
-        enc = pc.dictionary_encode(table.column(name).combine_chunks())
+        enc = pc.dictionary_encode(one_array(table.column(name)))
         codes = pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
         width = len(enc.dictionary) + 1  # 0 is NULL
         if radix * width >= 2**62:  # too many combinations for one int64: compact first
@@ -175,7 +177,7 @@ def _dictionary_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     them), so only the first row per code is left to find -- no combined codes, no dense
     renumbering (q3's company per sector, 21k rows: 0.72 -> 0.63 ms).  (A dictionary-typed
     column keeps its own dictionary, which may hold unused values: the general path.)"""
-    arr = col.combine_chunks()
+    arr = one_array(col)
     if (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)) and not arr.null_count and len(arr):
         offsets, data = _string_buffers(arr)
         codes, first, short = short_string_codes(offsets, data)
@@ -209,7 +211,7 @@ def _sorted_codes(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray] | None:
             return None
         np.not_equal(values[1:], values[:-1], out=new[1:])
     elif pa.types.is_string(t) or pa.types.is_large_string(t):
-        if not string_runs(*_string_buffers(col.combine_chunks()), new):
+        if not string_runs(*_string_buffers(one_array(col)), new):
             return None  # (bytewise order, as Spark's)
     else:
         return None
@@ -295,11 +297,11 @@ class Engine:
         # Keep only the columns the query reads; sort by time unless already sorted.
         table = canonical_keys(_without_halves(table.select(list(b.columns_used))),
                                {*b.plain_keys, *(a for keys in b.var_keys for a in keys)})
-        times = table.column(b.time_column)
+        times = one_array(table.column(b.time_column))
         if pa.types.is_timestamp(times.type):
             times = times.cast(pa.int64())
-        times_np = times.to_numpy()
-        ordered = table.num_rows < 2 or bool(np.all(times_np[1:] >= times_np[:-1]))
+        times_np = times.to_numpy(zero_copy_only=False)
+        ordered = table.num_rows < 2 or ascending(times_np)
         self._plain_codes = None
         if not ordered and b.plain_keys:
             # Sorted by key, then time (as Spark hands a partition over): every sub-stream
@@ -389,10 +391,10 @@ class Engine:
             names = sorted(set(a.event_types) | {n.event_type for n in b.negations})
             found = type_codes(col, names)
             if found is not None:  # a string column, its named types compared in one pass
-                codes, counts = found
-                present = {n for n, c in zip(names, counts.tolist()) if c}
+                codes, seen = found
+                present = {n for n, hit in zip(names, seen.tolist()) if hit}
             else:
-                col = col.combine_chunks()
+                col = one_array(col)
                 if not pa.types.is_dictionary(col.type):
                     col = pc.dictionary_encode(col.cast(pa.string()))
                 names = col.dictionary.cast(pa.string()).to_pylist()
@@ -638,8 +640,9 @@ class Engine:
     def _whole_table(self, keep_idle: bool) -> SubStreams:
         """:meth:`substreams` of a query without keys: the table is one sub-stream."""
         clear = np.uint64(self.bound.automaton.ends_not_in(0))
-        rows, bits, playing = whole_table_rows(self._type_codes, self.type_bits, self.type_irrelevant,
-                                               self.local_bits, self.local_ok, clear, keep_idle)
+        rows, bits, times, playing = whole_table_rows(self._type_codes, self.type_bits, self.type_irrelevant,
+                                                      self.local_bits, self.local_ok, clear, keep_idle, self.time_np)
+        self._times_at = (rows, times)
         if len(rows) == 0 or not (self.idle_events_matter or playing):
             return SubStreams(rows[:0], bits[:0], np.zeros(1, np.int64), [], [], [])
         group = self._output_group({}, {})
@@ -703,10 +706,11 @@ class Engine:
         return Windows(as_i64(segs), as_i64(los), as_i64(his), exact_bounds=bounds)
 
     def times_at(self, rows: np.ndarray) -> np.ndarray:
-        """The times of table rows ``rows``, gathered once per array of rows: the windows
-        and the kernels over one evaluation's sub-streams read the same."""
+        """The times of table rows ``rows``, gathered once per array of rows (into Arrow's
+        pool, :func:`~cogra.runtime.arrow_arrays.take`): the windows and the kernels over
+        one evaluation's sub-streams read the same."""
         if self._times_at is None or self._times_at[0] is not rows:
-            self._times_at = (rows, self.time_np[rows])
+            self._times_at = (rows, take(self.time_np, rows))
         return self._times_at[1]
 
     def _windows_that_may_finish(self, subs: SubStreams, wins: "Windows") -> "Windows":
@@ -949,6 +953,9 @@ class Engine:
     def scales(self) -> dict[str, int]:
         from cogra.runtime.compiled.attribute_columns import attribute_scales
 
+        for attr in self.layout.attributes:  # (their stats through stats_of, which keeps what the kernels reuse)
+            if pa.types.is_floating(self.table.schema.field(attr).type):
+                self.stats_of(attr)
         return attribute_scales(self.table, self.layout.attributes, self.float_stats)
 
     def stats_of(self, attr: str) -> Any:
@@ -959,7 +966,12 @@ class Engine:
         if found is None:
             from cogra.runtime.compiled.attribute_columns import float_stats
 
-            found = self.float_stats[attr] = float_stats(self.table.column(attr))
+            # An attribute that some AVG sums keeps its doubles: the compiled executor
+            # reads them where the sum is approximate (never negative; see
+            # FastExecutor._approximate_slots), and then needs no copy of its own.
+            averaged = any(self.layout.slots[i].attribute == attr and self.layout.slots[i].role == "sum"
+                           for i in self.layout.ratio_only)
+            found = self.float_stats[attr] = float_stats(self.table.column(attr), keep_doubles=averaged)
         return found
 
     def _fast_executor(self, subs: SubStreams | None = None):

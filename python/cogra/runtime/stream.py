@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cogra.runtime.arrow_arrays import one_array
 from cogra.analysis.granularity import Executor
 from cogra.errors import DataError
 from cogra.language.limits import with_recursion_room
@@ -344,7 +345,7 @@ class StreamEvaluation:
 
     def _valid_times(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Times as the engine sees them (µs for timestamps), and which are not NULL."""
-        col = table.column(self.bound.time_column).combine_chunks()
+        col = one_array(table.column(self.bound.time_column))
         valid = np.asarray(pc.is_valid(col).to_numpy(zero_copy_only=False), dtype=bool)
         if pa.types.is_timestamp(col.type):
             return micros(pc.fill_null(col, 0)), valid

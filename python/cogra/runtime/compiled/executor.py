@@ -16,6 +16,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from cogra.runtime.arrow_arrays import empty, one_array
 from cogra.runtime.compiled.attribute_columns import float_columns
 from cogra.runtime.compiled.jit import njit
 
@@ -259,7 +260,7 @@ class FastExecutor:
         for attr in {s.attribute for s in engine.layout.slots if s.role == "sum"}:
             col = engine.table.column(attr)
             if pa.types.is_dictionary(col.type):
-                col = col.combine_chunks().dictionary_decode()
+                col = one_array(col).dictionary_decode()
             if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
                 continue  # refused by _attribute_arrays
             if pa.types.is_floating(col.type):
@@ -279,11 +280,11 @@ class FastExecutor:
 
         def full(name: str) -> np.ndarray:
             """The kernels' matrix ``name`` (attributes x rows), allocated at its first row
-            written, uninitialised: the rows no operation reads are never written, and a
-            matrix with none written is one column wide (zeroing four matrices of 3M rows
-            took ~4 ms)."""
+            written, uninitialised, from Arrow's pool (:func:`~cogra.runtime.arrow_arrays.empty`):
+            the rows no operation reads are never written, and a matrix with none written
+            is one column wide (zeroing four matrices of 3M rows took ~4 ms)."""
             if name not in matrices:
-                matrices[name] = np.empty((k, n), dtypes[name])
+                matrices[name] = empty((k, n), dtypes[name])
             return matrices[name]
 
         decoders: dict[str, Callable[[int], Any]] = {}
@@ -303,7 +304,7 @@ class FastExecutor:
                 continue  # filled with its attribute's high limb below
             want_key = bool(ops[j] & {OP_MIN, OP_MAX})
             want_flt = want_key or OP_SUM_FLOAT in ops[j]
-            col = table.column(attr).combine_chunks()
+            col = one_array(table.column(attr))
             t = col.type
             if pa.types.is_dictionary(t):
                 col = col.dictionary_decode()
@@ -327,15 +328,20 @@ class FastExecutor:
             elif pa.types.is_floating(t):
                 flts = (pc.fill_null(col, 0.0) if col.null_count else col).cast(pa.float64()).to_numpy()
                 if attr not in self.split:
-                    # One compiled pass: the doubles, the scaled integers (exact: a power of
-                    # two; below 2**62, or the sum is inexact) and the order keys.
-                    finite = float_columns(flts, float(self.engine.scales[attr]), want_flt,
-                                           attr in exact_sums and attr not in self.inexact, want_key,
-                                           full("a_flt")[j] if want_flt else _SPARE_F,
-                                           full("a_int")[j] if attr in exact_sums and attr not in self.inexact
-                                           else _SPARE_I, full("a_key")[j] if want_key else _SPARE_I)
-                    if attr in sums and not finite:
+                    stats = self.engine.stats_of(attr)
+                    if attr in sums and not stats.all_finite:
                         raise Unsupported(f"{attr} holds inf or nan")
+                    if want_flt and stats.doubles is not None and len(attrs) == 1:
+                        matrices["a_flt"] = stats.doubles.reshape(1, n)  # copied by the stats' pass
+                        want_flt = False
+                    want_int = attr in exact_sums and attr not in self.inexact
+                    if want_flt or want_int or want_key:
+                        # One compiled pass: the doubles, the scaled integers (exact: a power
+                        # of two; below 2**62, or the sum is inexact) and the order keys.
+                        float_columns(flts, float(self.engine.scales[attr]), want_flt, want_int, want_key,
+                                      full("a_flt")[j] if want_flt else _SPARE_F,
+                                      full("a_int")[j] if want_int else _SPARE_I,
+                                      full("a_key")[j] if want_key else _SPARE_I)
                 else:
                     if attr in sums and not np.isfinite(flts).all():
                         raise Unsupported(f"{attr} holds inf or nan")

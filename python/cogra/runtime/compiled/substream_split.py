@@ -12,6 +12,7 @@ combination over its group's rows, no temporaries.
 from __future__ import annotations
 
 import numpy as np
+from cogra.runtime.arrow_arrays import empty
 from cogra.runtime.compiled.jit import njit
 
 
@@ -46,10 +47,10 @@ def combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes,
     without sub-stream is overwritten by the next) into buffers of its group's size
     summed over the combinations: counting first took a second pass (q3: 6.3 -> 3.6 ms
     per 200k rows).  Buffers more than twice what is kept are copied to size; they are
-    allocated by numpy (see :func:`whole_table_rows`)."""
+    allocated from Arrow's pool (see :func:`whole_table_rows`)."""
     bound = int((group_hi[combo_group] - group_lo[combo_group]).sum()) if len(combo_group) else 0
-    rows = np.empty(bound + 1, np.int64)  # every position is written, kept ones advance k
-    out_bits = np.empty(bound + 1, np.uint64)
+    rows = empty(bound + 1, np.int64)  # every position is written, kept ones advance k
+    out_bits = empty(bound + 1, np.uint64)
     sizes = np.empty(combo_group.shape[0], np.int64)
     k = _combination_rows(order, group_lo, group_hi, combo_group, combo_codes, codes, var_bits, combo_clear, bits,
                           irrelevant, keep_idle, idle_events_matter, rows, out_bits, sizes)
@@ -97,8 +98,8 @@ def play_bits(codes: np.ndarray, type_bits: np.ndarray, local_bits: np.ndarray,
     """Per row, bit ``v`` set where it may play state ``v``: from its type code through
     ``type_bits`` and its variables' local predicates (see :func:`_row_bits`).  One pass
     over one byte per row; a boolean mask per state, stacked and then folded, took three
-    passes and a mask per state.  (Allocated by numpy: see :func:`whole_table_rows`.)"""
-    out = np.empty(codes.shape[0], np.uint64)
+    passes and a mask per state.  (Allocated from Arrow's pool: see :func:`whole_table_rows`.)"""
+    out = empty(codes.shape[0], np.uint64)
     _play_bits(codes, type_bits, local_bits, local_ok, out)
     return out
 
@@ -110,7 +111,24 @@ def _play_bits(codes, type_bits, local_bits, local_ok, out):
 
 
 @njit(cache=True)
-def _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, clear, keep_idle, rows, bits):
+def _whole_table_rows_by_type(codes, code_bits, code_kept, time, rows, bits, times):
+    """:func:`_whole_table_rows` without local predicates: a row's bits and whether it is
+    kept follow from its type code alone (~15% faster than deciding per row)."""
+    k = 0
+    playing = np.uint64(0)
+    for i in range(codes.shape[0]):
+        c = codes[i]
+        rows[k] = i
+        bits[k] = code_bits[c]
+        times[k] = time[i]
+        playing |= code_bits[c]
+        k += code_kept[c]
+    return k, playing != 0
+
+
+@njit(cache=True)
+def _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, clear, keep_idle, time, rows, bits,
+                      times):
     n = codes.shape[0]
     k = 0
     playing = False
@@ -118,6 +136,7 @@ def _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, c
         b = _row_bits(i, codes, type_bits, local_bits, local_ok) & ~clear
         rows[k] = i
         bits[k] = b
+        times[k] = time[i]
         plays = b != 0
         k += plays | (keep_idle & type_irrelevant[codes[i]])
         playing |= plays
@@ -126,24 +145,33 @@ def _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, c
 
 def whole_table_rows(codes: np.ndarray, type_bits: np.ndarray, type_irrelevant: np.ndarray,
                      local_bits: np.ndarray, local_ok: np.ndarray, clear: np.uint64,
-                     keep_idle: bool) -> tuple[np.ndarray, np.ndarray, bool]:
+                     keep_idle: bool, time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """:func:`combination_rows` for a table that is one sub-stream (no keys), fused with
     :func:`play_bits`: the rows that play a variable (under ``keep_idle`` also those whose
-    type the pattern does not name, ``type_irrelevant[codes[i]]``) and their bits
-    (without ``clear``), and whether any row plays.  One pass over the type codes, with
-    no per-row bits kept for the rows left out.
+    type the pattern does not name, ``type_irrelevant[codes[i]]``), their bits (without
+    ``clear``) and their times (of ``time``, per table row), and whether any row plays.
+    One pass over the type codes and the times, with nothing kept for the rows left out:
+    gathering the times afterwards read the kept rows' positions once more.
 
-    The outputs are allocated by numpy, not inside the compiled pass: numpy advises the
-    kernel to back large arrays with huge pages, and numba's allocations are touched a
-    4 KiB page at a time (3M rows: ~8 ms of page faults per array instead of ~2)."""
+    The outputs are allocated outside the compiled pass, from Arrow's memory pool
+    (:func:`cogra.runtime.arrow_arrays.empty`), which keeps freed pages for the next call:
+    numba's allocations come from glibc, which returns them to the system, and a fresh
+    array is faulted in a 4 KiB page at a time (3M rows: ~8 ms per array instead of ~1.5
+    to write it)."""
     n = codes.shape[0]
-    rows = np.empty(n, np.int64)
-    bits = np.empty(n, np.uint64)
-    k, playing = _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, clear, keep_idle,
-                                   rows, bits)
+    rows = empty(n, np.int64)
+    bits = empty(n, np.uint64)
+    times = empty(n, time.dtype)
+    if local_bits.shape[0]:
+        k, playing = _whole_table_rows(codes, type_bits, type_irrelevant, local_bits, local_ok, clear, keep_idle,
+                                       time, rows, bits, times)
+    else:
+        code_bits = type_bits & ~np.uint64(clear)
+        code_kept = ((code_bits != 0) | (bool(keep_idle) & type_irrelevant)).astype(np.int64)
+        k, playing = _whole_table_rows_by_type(codes, code_bits, code_kept, time, rows, bits, times)
     if 2 * k < n:
-        return rows[:k].copy(), bits[:k].copy(), bool(playing)
-    return rows[:k], bits[:k], bool(playing)
+        return rows[:k].copy(), bits[:k].copy(), times[:k].copy(), bool(playing)
+    return rows[:k], bits[:k], times[:k], bool(playing)
 
 
 @njit(cache=True)
@@ -204,8 +232,8 @@ def short_string_codes(offsets: np.ndarray, data: np.ndarray) -> tuple[np.ndarra
     True)``, or ``(.., .., False)`` at the first longer string (the caller encodes with
     Arrow then).  Each string is one word, looked up in an open-addressing table that
     doubles at half load: q3's company column, 42k rows of 19 values, ~0.9 -> ~0.2 ms.
-    (The codes are allocated by numpy: see :func:`whole_table_rows`.)"""
-    codes = np.empty(offsets.shape[0] - 1, np.int64)
+    (The codes are allocated from Arrow's pool: see :func:`whole_table_rows`.)"""
+    codes = empty(offsets.shape[0] - 1, np.int64)
     first, short = _short_string_codes(offsets, data, codes)
     return codes, first, bool(short)
 

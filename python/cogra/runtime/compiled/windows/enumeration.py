@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cogra.runtime.arrow_arrays import empty
 from cogra.runtime.compiled import scratch
 from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
 
@@ -299,10 +300,9 @@ def trend_ends(plays: np.ndarray, start_bits: np.uint64, final_bits: np.uint64) 
     """Per event position ``i``: the first position ``>= i`` whose event may play a start
     variable, and the last ``<= i`` whose event may play a final one (for
     :func:`may_finish`; once per evaluation, shared by its blocks of windows).  Allocated
-    by numpy, which backs large arrays with huge pages (numba's allocations fault a 4 KiB
-    page at a time)."""
+    from Arrow's pool (:func:`cogra.runtime.arrow_arrays.empty`), not by numba."""
     n = plays.shape[0]
-    first_start, last_final = np.empty(n + 1, np.int64), np.empty(n, np.int64)
+    first_start, last_final = empty(n + 1, np.int64), empty(n, np.int64)
     _trend_ends(plays, start_bits, final_bits, first_start, last_final)
     return first_start, last_final
 
