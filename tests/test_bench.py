@@ -291,3 +291,27 @@ def test_the_readme_table_reads_the_report(tmp_path: Path) -> None:
     (tmp_path / "benchmarks.md").write_text(md)
     assert readme.update(readme_path, tmp_path / "benchmarks.md")
     assert "| 2.00-2.50x | ≤ 3x |" in readme_path.read_text() and "old" not in readme_path.read_text()
+
+
+def test_the_whole_call_section_states_its_target_and_feeds_the_readme(tmp_path: Path) -> None:
+    """The whole-call section's verdict is read off its largest size, and the README row
+    spans the semantics there (the smaller size is not the target's)."""
+    from cogra.bench import readme, sections, whole_call
+
+    def result(next_call_s: float) -> dict:
+        rows = [{"semantics": s, "events": n, "call_s": call, "kernel_s": kernel}
+                for s, n, call, kernel in [("skip-till-any-match", 1_000_000, 0.010, 0.002),
+                                           ("skip-till-any-match", 3_000_000, 0.030, 0.018),
+                                           ("skip-till-next-match", 3_000_000, next_call_s, 0.015)]]
+        return sections.new_result(False, rows=rows)
+
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n")
+    whole_call.write_report(result(0.025), tmp_path)
+    md = (tmp_path / "benchmarks.md").read_text()
+    assert "skip-till-any-match 0.60, skip-till-next-match 0.60 (met)." in md
+    assert readme.whole_call_span(md) == "0.60-0.60 of its events/s (100-120 M events/s)"
+    whole_call.write_report(result(0.040), tmp_path)  # next at 0.375 of its kernel
+    md = (tmp_path / "benchmarks.md").read_text()
+    assert "skip-till-next-match 0.38 (not met)." in md
+    assert readme.whole_call_span(md) == "0.38-0.60 of its events/s (75-100 M events/s)"
+    assert readme.whole_call_span("# Benchmarks\n") is None

@@ -68,11 +68,37 @@ def rows(md: str) -> list[tuple[str, str, str]]:
         if ratios:
             verdicts = {r[3] for r in found}
             out.append((label, _span(ratios) + ("" if verdicts == {"met"} else " (missed)"), found[0][2]))
+    whole = whole_call_span(md)
+    if whole:
+        out.append(("the whole `cogra.evaluate` call vs its kernel alone, one window of 3M events, each semantics",
+                    whole, ">= 0.5"))
     flink = flink_span(md)
     if flink:
         out.append(("cogra vs Flink CEP (report §9 queries, any and contiguous; at the largest size Flink "
                     "finished)", f"{flink} faster", "(report: cogra wins)"))
     return out
+
+
+def whole_call_span(md: str) -> str | None:
+    """The call's share of its kernel's throughput at the largest size of the whole-call
+    section (written by :mod:`cogra.bench.whole_call`), with the call's events per second."""
+    at = md.find("## The whole call against its kernel")
+    if at < 0:
+        return None
+    found = []  # (events, call M/s, ratio)
+    for line in md[at:].splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[1].replace(",", "").isdigit():
+            found.append((int(cells[1].replace(",", "")), float(cells[2].split()[0]), float(cells[4])))
+        if line.startswith("<!-- whole-call: end"):
+            break
+    if not found:
+        return None
+    largest = max(events for events, _, _ in found)
+    calls = [call for events, call, _ in found if events == largest]
+    ratios = [ratio for events, _, ratio in found if events == largest]
+    return (f"{min(ratios):.2f}-{max(ratios):.2f} of its events/s "
+            f"({min(calls):.0f}-{max(calls):.0f} M events/s)")
 
 
 def flink_span(md: str) -> str | None:
@@ -119,4 +145,4 @@ def update(readme: Path, benchmarks_md: Path) -> bool:
     return new != text
 
 
-__all__ = ["BEGIN", "END", "block", "flink_span", "rows", "table", "update"]
+__all__ = ["BEGIN", "END", "block", "flink_span", "rows", "table", "update", "whole_call_span"]
