@@ -36,17 +36,25 @@ def test_type_codes_equal_their_definition(values: list, names: list[str], slice
     column = pa.array(np.array(values, dtype=object)[rng.integers(0, len(values), 5_000)].tolist(), pa.string())
     if sliced:
         column = column.slice(3, 4_990)
-    got = type_codes(pa.chunked_array([column]), names)
+    times = np.arange(len(column), dtype=np.int64) // 3
+    got = type_codes(pa.chunked_array([column]), names, times)  # (a chunked column of one chunk)
     assert got is not None
-    codes, seen = got
+    codes, seen, ordered = got
     want = codes_by_definition(column.to_pylist(), names)
     assert codes.dtype == np.int8
     np.testing.assert_array_equal(codes, want)
     np.testing.assert_array_equal(seen, [bool((want == c).any()) for c in range(len(names) + 1)])
+    assert ordered is True
+    for at in (1, len(times) // 2, len(times) - 1):  # one descent, anywhere, is found
+        later = times.astype(np.float64)
+        later[at] = later[at - 1] - 0.5
+        assert type_codes(column, names, later)[2] is False
+    assert type_codes(column, names)[2] is None  # (not asked)
+    assert type_codes(column, names, times.astype(np.int32))[2] is None  # (other dtypes: the caller checks)
 
 
 def test_a_type_absent_from_the_rows_is_not_seen() -> None:
-    codes, seen = type_codes(pa.array(["A", "X", "A"]), ["A", "B"])
+    codes, seen, _ = type_codes(pa.array(["A", "X", "A"]), ["A", "B"])
     assert codes.tolist() == [0, 2, 0]
     assert seen.tolist() == [True, False, True]
 
@@ -160,3 +168,18 @@ def test_whole_calls_equal_the_exact_executors(query: str, sem: str, negative: b
                 assert got[name] == pytest.approx(value, rel=1e-9), name
             else:
                 assert got[name] == value, name
+
+
+@pytest.mark.parametrize("sem", ["skip-till-any-match", "skip-till-next-match", "contiguous"])
+def test_an_unsorted_table_is_sorted_with_its_type_codes(sem: str) -> None:
+    """The type codes are read before the table is sorted by time, and move with its rows:
+    the same events shuffled give the same result as in time order."""
+    rng = np.random.default_rng(11)
+    n = 3_000
+    table = pa.table({"type": np.array(["A", "B", "X"])[rng.integers(0, 3, n)],
+                      "time": np.arange(n, dtype=np.int64),
+                      "price": np.round(rng.random(n) * 10, 1)})
+    q = f"RETURN COUNT(*), AVG(A.price) PATTERN SEQ(A+, B) SEMANTICS {sem} WITHIN 30 seconds SLIDE 10 seconds"
+    shuffled = table.take(pa.array(rng.permutation(n)))
+    assert cogra.evaluate(q, shuffled, on_overflow="null").to_pylist() == \
+        cogra.evaluate(q, table, on_overflow="null").to_pylist()

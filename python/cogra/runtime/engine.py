@@ -301,7 +301,13 @@ class Engine:
         if pa.types.is_timestamp(times.type):
             times = times.cast(pa.int64())
         times_np = times.to_numpy(zero_copy_only=False)
-        ordered = table.num_rows < 2 or ascending(times_np)
+        # The type codes are read in the table's order, checking that order on the way;
+        # a table that must be sorted takes its codes along (one byte per row).
+        type_names = sorted(set(b.automaton.event_types) | {n.event_type for n in b.negations})
+        found = (type_codes(table.column(b.type_column), type_names, times_np)
+                 if b.type_column is not None else None)
+        ordered = found[2] if found is not None and found[2] is not None else ascending(times_np)
+        ordered = ordered or table.num_rows < 2
         self._plain_codes = None
         if not ordered and b.plain_keys:
             # Sorted by key, then time (as Spark hands a partition over): every sub-stream
@@ -311,7 +317,13 @@ class Engine:
             same_key = np.diff(codes[0][by_key]) == 0
             if bool(np.all(np.diff(times_np[by_key])[same_key] >= 0)):
                 ordered, self._plain_codes = True, codes
-        self.table = table if ordered else table.take(pc.sort_indices(table, [(b.time_column, "ascending")]))
+        if ordered:
+            self.table = table
+        else:
+            by_time = pc.sort_indices(table, [(b.time_column, "ascending")])
+            self.table = table.take(by_time)
+            if found is not None:
+                found = (found[0][by_time.to_numpy()], found[1], True)
         self.n = self.table.num_rows
         col = self.table.column(b.time_column)
         if ordered and not pa.types.is_timestamp(col.type):  # (already read above, in order)
@@ -330,7 +342,7 @@ class Engine:
         self.pairs = PairPredicates(b, self.columns)
         self.absent_types: tuple[str, ...] = ()
         """Pattern types no event of the input has (a misspelled type matches nothing)."""
-        self._row_types()
+        self._row_types(type_names, found[:2] if found is not None else None)
         if b.negations:
             self._blocker_counts()
         self.use_fast = fast
@@ -372,8 +384,9 @@ class Engine:
     def ctx(self) -> ExecContext:
         return ExecContext(self.bound.automaton, self.layout, self.values, self.pairs)
 
-    def _row_types(self) -> None:
-        """Each row's event type as a small code, and what a code means: the play bits of
+    def _row_types(self, named: list[str], found: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Each row's event type as a small code (``found``: :func:`type_codes`' codes of
+        the ``named`` types, where that pass applied), and what a code means: the play bits of
         its type's states (:attr:`type_bits`) and whether the pattern names it at all
         (:attr:`type_irrelevant`); each variable's local predicates as a mask over rows
         with the states they narrow (:attr:`local_bits`, :attr:`local_ok`).  The
@@ -388,8 +401,7 @@ class Engine:
             codes = np.zeros(self.n, np.int8)
             present = set(a.event_types)
         else:
-            names = sorted(set(a.event_types) | {n.event_type for n in b.negations})
-            found = type_codes(col, names)
+            names = list(named)
             if found is not None:  # a string column, its named types compared in one pass
                 codes, seen = found
                 present = {n for n, hit in zip(names, seen.tolist()) if hit}

@@ -20,12 +20,18 @@ MAX_NAMED = 120
 
 
 @njit(cache=True)
-def _codes(offsets, data, name_offsets, name_data, out, seen):
+def _codes(offsets, data, name_offsets, name_data, out, seen, times):
     """``out[i]``: the index of row ``i``'s string among the names, or their count;
     ``seen[c]`` whether a row has code ``c`` (a store, not a count: counting serialises
-    rows of one type on the counter)."""
+    rows of one type on the counter).  Returns whether ``times`` (the rows' times, or
+    empty: not checked) never decrease: the table's order, checked while its rows are
+    read anyway (a pass of its own read 24 MB per 3M rows again)."""
     k = name_offsets.shape[0] - 1
+    check = times.shape[0] > 0
+    descents = False
     for i in range(offsets.shape[0] - 1):
+        if check and i > 0:
+            descents |= times[i] < times[i - 1]
         a = offsets[i]
         length = offsets[i + 1] - a
         code = k
@@ -41,15 +47,20 @@ def _codes(offsets, data, name_offsets, name_data, out, seen):
                 break
         out[i] = code
         seen[code] = True
+    return not descents
 
 
 @njit(cache=True)
-def _short_codes(offsets, data, words, out, seen):
+def _short_codes(offsets, data, words, out, seen, times):
     """:func:`_codes` where every name has at most 7 bytes: each row's bytes and length in
     one word, compared with the names' words without branches (on types in random order,
     the byte comparisons' branches mispredict: 3M rows, 23 -> 5 ms)."""
     k = words.shape[0]
+    check = times.shape[0] > 0
+    descents = False
     for i in range(offsets.shape[0] - 1):
+        if check and i > 0:
+            descents |= times[i] < times[i - 1]
         a = offsets[i]
         length = offsets[i + 1] - a
         word = np.int64(-1)
@@ -62,32 +73,39 @@ def _short_codes(offsets, data, words, out, seen):
             code = t if word == words[t] else code
         out[i] = code
         seen[code] = True
+    return not descents
 
 
 @njit(cache=True)
-def _one_byte_codes(offsets, data, byte_codes, out, seen):
+def _one_byte_codes(offsets, data, byte_codes, out, seen, times):
     """:func:`_short_codes` where every string is one byte: a table lookup per row
     (``byte_codes``, by byte), the offsets only checked -- as a sum without branches, as
     the pass cannot stop early anyway.  Returns False where some string is not one byte
     (``out`` then partly written).  Type columns of single letters (generated streams)
-    take ~1 ms per 3M rows here against ~4 ms."""
+    take ~1 ms per 3M rows here against ~4 ms.  Also returns the order of ``times`` (see
+    :func:`_codes`)."""
     a = offsets[0]
     off = np.int64(0)
+    check = times.shape[0] > 0
+    descents = False
     for i in range(out.shape[0]):
         c = byte_codes[data[a + i]]
         out[i] = c
         seen[c] = True
         off |= np.int64(offsets[i + 1]) - (a + i + 1)
-    return off == 0
+        if check and i > 0:
+            descents |= times[i] < times[i - 1]
+    return off == 0, not descents
 
 
-def type_codes(column: pa.ChunkedArray | pa.Array,
-               names: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str],
+               times: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, bool | None] | None:
     """Per row, the index of its type among ``names`` (``len(names)`` for another type),
-    as int8, and whether some row has each index (found in the same pass: a
-    ``numpy.bincount`` of the int8 codes widens them first, ~3 ms per 3M rows); None
-    where this pass does not apply (not a plain string column, NULLs, or too many names):
-    the caller encodes the column then."""
+    as int8, whether some row has each index (found in the same pass: a
+    ``numpy.bincount`` of the int8 codes widens them first, ~3 ms per 3M rows), and, where
+    ``times`` (the rows' times) are given as int64 or float64, whether they never decrease
+    (else None); None where this pass does not apply (not a plain string column, NULLs, or
+    too many names): the caller encodes the column then."""
     if len(names) > MAX_NAMED:
         return None
     if isinstance(column, pa.ChunkedArray):
@@ -99,26 +117,32 @@ def type_codes(column: pa.ChunkedArray | pa.Array,
     offsets = offsets[column.offset:column.offset + len(column) + 1]
     data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
     encoded = [n.encode() for n in names]
-    name_offsets = np.zeros(len(encoded) + 1, np.int64)
-    name_offsets[1:] = np.cumsum([len(e) for e in encoded])
-    name_data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
-    out = empty(len(column), np.int8)
-    seen = np.zeros(len(names) + 1, np.bool_)
     n = len(column)
+    checked = times is not None and times.dtype in (np.int64, np.float64) and len(times) == n
+    order_of = times if checked else _NOT_CHECKED
+    out = empty(n, np.int8)
+    seen = np.zeros(len(names) + 1, np.bool_)
     if n and int(offsets[n]) - int(offsets[0]) == n:  # (a cheap first sign of one byte per string)
         byte_codes = np.full(256, len(names), np.int8)
         for code, e in enumerate(encoded):
             if len(e) == 1:
                 byte_codes[e[0]] = code
-        if _one_byte_codes(offsets, data, byte_codes, out, seen):
-            return out, seen
+        one_byte, ordered = _one_byte_codes(offsets, data, byte_codes, out, seen, order_of)
+        if one_byte:
+            return out, seen, bool(ordered) if checked else None
         seen[:] = False
     if all(len(e) <= 7 for e in encoded):
         words = np.array([(len(e) << 56) | int.from_bytes(e, "little") for e in encoded] or [-1], np.int64)
-        _short_codes(offsets, data, words[:len(encoded)], out, seen)
+        ordered = _short_codes(offsets, data, words[:len(encoded)], out, seen, order_of)
     else:
-        _codes(offsets, data, name_offsets, name_data, out, seen)
-    return out, seen
+        name_offsets = np.zeros(len(encoded) + 1, np.int64)
+        name_offsets[1:] = np.cumsum([len(e) for e in encoded])
+        name_data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
+        ordered = _codes(offsets, data, name_offsets, name_data, out, seen, order_of)
+    return out, seen, bool(ordered) if checked else None
+
+
+_NOT_CHECKED = np.zeros(0, np.int64)
 
 
 __all__ = ["MAX_NAMED", "type_codes"]
