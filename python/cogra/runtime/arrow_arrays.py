@@ -12,18 +12,29 @@ every call pays their page faults again: ~8 ms of a ~40 ms call over 3M events. 
 pool (mimalloc or jemalloc) keeps freed pages for the next allocation; numpy reads its
 buffers without a copy.  Why not a pool of our own: arrays handed to Arrow tables
 without a copy (results) must never be written by a later call, and the allocator
-already knows which blocks are free.
+already knows which blocks are free.  (The working arrays that blocks of windows reuse
+within one call are :mod:`cogra.runtime.compiled.scratch`'s.)
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
+import sys
+from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 POOLED_BYTES = 1 << 20
 """Smaller arrays come from numpy (glibc keeps small freed blocks anyway)."""
+HUGE_PAGE = 2 << 20
+ADVISED_BYTES = 4 << 20
+"""From this size on, a pooled array's pages are asked to be huge pages (``MADV_HUGEPAGE``,
+as numpy does for its own arrays from 4 MB on): memory the pool has not touched yet
+is then faulted in 2 MB at a time: writing a 24 MB array the pool has not touched yet
+took ~16 ms in 4 KiB faults, ~2 ms with it."""
 
 
 def one_array(col: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -41,7 +52,39 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
     count = math.prod(dims)
     if count * dtype.itemsize < POOLED_BYTES:
         return np.empty(dims, dtype)
-    return np.frombuffer(pa.allocate_buffer(count * dtype.itemsize), dtype).reshape(dims)
+    buffer = pa.allocate_buffer(count * dtype.itemsize)
+    if buffer.size >= ADVISED_BYTES:
+        _advise_huge_pages(buffer.address, buffer.size)
+    return np.frombuffer(buffer, dtype).reshape(dims)
+
+
+def _advise_huge_pages(address: int, size: int) -> None:
+    """``madvise(MADV_HUGEPAGE)`` over the whole 2 MB pages within ``[address, address +
+    size)``, where the system has it (Linux; elsewhere, or if it fails, nothing)."""
+    madvise = _madvise()
+    if madvise is None:
+        return
+    lo = -(-address // HUGE_PAGE) * HUGE_PAGE
+    hi = (address + size) // HUGE_PAGE * HUGE_PAGE
+    if hi > lo:
+        madvise(lo, hi - lo, _MADV_HUGEPAGE)
+
+
+_MADV_HUGEPAGE = 14  # (Linux)
+
+
+@functools.cache
+def _madvise() -> Callable[[int, int, int], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.madvise
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
 
 
 def take(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
