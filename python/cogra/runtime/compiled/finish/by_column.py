@@ -45,6 +45,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from cogra.runtime.arrow_arrays import pooled
 from cogra.errors import DataError
 from cogra.runtime.aggregates import MAX, MIN
 from cogra.runtime.compiled.codegen import window_finish as gen
@@ -172,7 +173,7 @@ def keyed_windows(seg_groups: list[tuple], seg: np.ndarray, start: np.ndarray, o
     shared = out.row_first is not None
     n_windows = len(seg)
     if n_windows and len(groups):
-        s, g = arrow_backed(n_windows, np.int64), reuse.take(pool, "keys.group", (n_windows,), np.int64)
+        s, g = pooled(n_windows, np.int64), reuse.take(pool, "keys.group", (n_windows,), np.int64)
         window_key = reuse.take(pool, "keys.window_key", (n_windows,), np.int64)
         every = out.r.all()  # (then the sweep follows no rows: common_cases.keys_by_start_into)
         n = fk.keys_by_start_into(np.asarray(seg, np.int64), np.asarray(start, np.int64),
@@ -676,15 +677,15 @@ def _columns_of_decoded_slots(ctx: "Context", out: KernelOut, keyed: Keyed, slot
             # The column's own values: handed to Arrow without a copy, a view of the
             # decode's buffer would keep all of it alive with the result -- or, where it is
             # a scratch array, be overwritten by the next call.
-            values = arrow_backed(n, np.int64)
+            values = pooled(n, np.int64)
             values[:] = total[1]
             return Column(values, none, total[0] == fk.BIG, total[0] == fk.HARD)
         null, overflow, hard = np.empty(n, bool), np.empty(n, bool), np.empty(n, bool)
         if op == gen.ITEM_INTEGER_SUM:
-            values = arrow_backed(n, np.int64)
+            values = pooled(n, np.int64)
             fk.integer_sum(total[0], total[1], count[0], count[1], values, null, overflow, hard)
             return Column(values, null, overflow, hard)
-        values = arrow_backed(n, np.float64)
+        values = pooled(n, np.float64)
         if op == gen.ITEM_AVERAGE:
             fk.average(*total, *count, scale_bits, values, null, hard)
             return Column(values, null, none, hard)
@@ -715,7 +716,7 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
     generated = kernel_cache.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
     if not generated and not (n >= BACKGROUND_MIN_KEYS and background.worth_requesting(ctx.events)):
         return None
-    values = [arrow_backed(n, np.int64 if items[p][0] in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
+    values = [pooled(n, np.int64 if items[p][0] in (gen.ITEM_COUNT, gen.ITEM_INTEGER_SUM) else np.float64)
               for p in positions]
     # The flags are working arrays: the columns live only until table_from_channels has
     # built its table (their masks are copied into Arrow bitmaps there).
@@ -890,7 +891,7 @@ def table_from_channels(ctx: Context, seg_groups: list[tuple], seg: np.ndarray, 
     starts = kept(keyed.start)
     if q.window is not None:
         wtype = schema.field("window_start").type
-        ends = arrow_backed(len(starts), np.int64)
+        ends = pooled(len(starts), np.int64)
         np.add(starts, int(ctx.window_size), out=ends)
         arrays += [_window_array(starts, wtype), _window_array(ends, wtype)]
     table = pa.Table.from_arrays(arrays, schema=schema)
@@ -936,24 +937,13 @@ def group_column(distinct: pa.Array, gid: np.ndarray) -> pa.Array:
     total = len(gid) * width if fixed else fk.gathered_bytes(offsets, gid)
     if total >= 2**31:  # beyond 32-bit offsets: Arrow's take decides (and says why)
         return distinct.take(pa.array(gid))
-    out_offsets = arrow_backed(len(gid) + 1, np.int32)
-    out_data = arrow_backed(total, np.uint8)
+    out_offsets = pooled(len(gid) + 1, np.int32)
+    out_data = pooled(total, np.uint8)
     if fixed:  # no pass to count the bytes, and a copy of constant length per row
         fk.gather_fixed_width(data, int(offsets[0]), width, gid, out_offsets, out_data)
     else:
         fk.gather_strings(offsets, data, gid, out_offsets, out_data)
     return pa.Array.from_buffers(pa.string(), len(gid), [None, pa.py_buffer(out_offsets), pa.py_buffer(out_data)])
-
-
-def arrow_backed(n: int, dtype: Any) -> np.ndarray:
-    """An uninitialised array of ``n`` values in Arrow's memory pool, for a result column
-    (handed to Arrow without a copy).  The pool (mimalloc or jemalloc) keeps and reuses
-    the memory of results freed earlier, where numpy's arrays come from the C heap, whose
-    free pages a process may hand back (``malloc_trim``: ``cogra bench`` does so before
-    every call) and then faults in again, page by page: the sliding benchmark's 1.92M
-    result rows are ~75 MB of columns."""
-    dtype = np.dtype(dtype)
-    return np.frombuffer(pa.allocate_buffer(max(1, n * dtype.itemsize)), dtype, n)
 
 
 def _window_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
@@ -986,5 +976,5 @@ def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, met
                        on_overflow=on_overflow, metadata=metadata)
 
 
-__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "arrow_backed", "group_column", "result_table",
+__all__ = ["ENABLED", "Context", "UndecidableError", "applies", "group_column", "result_table",
            "round_to_double", "scratch", "table_from_channels"]
