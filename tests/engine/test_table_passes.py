@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import cogra
-from cogra.runtime.arrow_arrays import ADVISED_BYTES, POOLED_BYTES, empty, one_array, take
+from cogra.runtime.arrow_arrays import POOLED_BYTES, empty, one_array, pooled, take
 from cogra.runtime.compiled.attribute_columns import float_stats
 from cogra.runtime.compiled.event_types import type_codes
 from cogra.runtime.compiled.substream_split import whole_table_rows
@@ -125,9 +125,9 @@ def test_pooled_arrays_are_writable_c_arrays_of_their_shape() -> None:
     assert big.shape == (2, POOLED_BYTES // 8) and big.flags.c_contiguous and big.flags.writeable
     big[1, -1] = 5
     assert big[1, -1] == 5
-    advised = empty(ADVISED_BYTES // 8 + 3, np.float64)  # (huge pages asked for: still an ordinary array)
-    advised[:] = 1.5
-    assert advised.sum() == 1.5 * (ADVISED_BYTES // 8 + 3)
+    column = pooled(5, np.int32)  # (a result column's: from the pool whatever its size)
+    column[:] = 7
+    assert column.tolist() == [7] * 5 and isinstance(column.base, pa.Buffer)
     small = empty(3, np.bool_)
     assert small.shape == (3,) and small.flags.writeable
     values = np.arange(1_000_000) * 3

@@ -257,8 +257,10 @@ def _status_kb(field_name: str) -> int | None:
 
 
 def release_free_memory() -> None:
-    """Collect garbage and hand free heap pages back to the OS (glibc), so that the RSS
-    delta of the next call counts what it allocates rather than reusing resident pages."""
+    """Collect garbage and hand free heap pages back to the OS (glibc's heap, and Arrow's
+    memory pool, which holds cogra's large per-row arrays: :mod:`cogra.runtime.arrow_arrays`),
+    so that the RSS delta of the next call counts what it allocates rather than reusing
+    resident pages."""
     gc.collect()
     try:
         import ctypes
@@ -266,6 +268,9 @@ def release_free_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _reset_peak() -> bool:

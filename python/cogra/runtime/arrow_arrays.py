@@ -18,23 +18,13 @@ within one call are :mod:`cogra.runtime.compiled.scratch`'s.)
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
-import sys
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 
 POOLED_BYTES = 1 << 20
 """Smaller arrays come from numpy (glibc keeps small freed blocks anyway)."""
-HUGE_PAGE = 2 << 20
-ADVISED_BYTES = 4 << 20
-"""From this size on, a pooled array's pages are asked to be huge pages (``MADV_HUGEPAGE``,
-as numpy does for its own arrays from 4 MB on): memory the pool has not touched yet
-is then faulted in 2 MB at a time: writing a 24 MB array the pool has not touched yet
-took ~16 ms in 4 KiB faults, ~2 ms with it."""
 
 
 def one_array(col: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -58,41 +48,11 @@ def empty(shape: int | tuple[int, ...], dtype: np.dtype | type) -> np.ndarray:
 def pooled(n: int, dtype: np.dtype | type) -> np.ndarray:
     """An uninitialised, writable array of ``n`` values in Arrow's memory pool, whatever
     its size: also a result column's, handed to Arrow without a copy (the sliding
-    benchmark's 1.92M result rows are ~75 MB of columns)."""
+    benchmark's 1.92M result rows are ~75 MB of columns).  (numpy asks for huge pages for
+    its own arrays from 4 MB on; asking the same for these made no difference beyond this
+    machine's noise, first calls included.)"""
     dtype = np.dtype(dtype)
-    buffer = pa.allocate_buffer(max(1, n * dtype.itemsize))
-    if buffer.size >= ADVISED_BYTES:
-        _advise_huge_pages(buffer.address, buffer.size)
-    return np.frombuffer(buffer, dtype, n)
-
-
-def _advise_huge_pages(address: int, size: int) -> None:
-    """``madvise(MADV_HUGEPAGE)`` over the whole 2 MB pages within ``[address, address +
-    size)``, where the system has it (Linux; elsewhere, or if it fails, nothing)."""
-    madvise = _madvise()
-    if madvise is None:
-        return
-    lo = -(-address // HUGE_PAGE) * HUGE_PAGE
-    hi = (address + size) // HUGE_PAGE * HUGE_PAGE
-    if hi > lo:
-        madvise(lo, hi - lo, _MADV_HUGEPAGE)
-
-
-_MADV_HUGEPAGE = 14  # (Linux)
-
-
-@functools.cache
-def _madvise() -> Callable[[int, int, int], int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        function = libc.madvise
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    function.restype = ctypes.c_int
-    return function
+    return np.frombuffer(pa.allocate_buffer(max(1, n * dtype.itemsize)), dtype, n)
 
 
 def take(values: np.ndarray, positions: np.ndarray) -> np.ndarray:
