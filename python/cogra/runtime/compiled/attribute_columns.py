@@ -110,9 +110,7 @@ _NO_DOUBLES = np.zeros(0, np.float64)
 
 @njit(cache=True)
 def _float_columns(x, bits, scale, want_flt, want_int, want_key, nan_bits, a_flt, a_int, a_key):
-    """a_flt = x, a_int = x * scale, a_key = order keys of x, each only where wanted.
-    Returns whether every value is finite."""
-    finite = True
+    """a_flt = x, a_int = x * scale, a_key = order keys of x, each only where wanted."""
     for i in range(x.shape[0]):
         v = x[i]
         if want_flt:
@@ -124,19 +122,17 @@ def _float_columns(x, bits, scale, want_flt, want_int, want_key, nan_bits, a_flt
             if v != v:
                 b = nan_bits
             a_key[i] = b if b >= 0 else b ^ np.int64(0x7FFFFFFFFFFFFFFF)
-        finite &= math.isfinite(v)
-    return finite
 
 
 def float_columns(x: np.ndarray, scale: float, want_flt: bool, want_int: bool, want_key: bool,
-                  a_flt: np.ndarray, a_int: np.ndarray, a_key: np.ndarray) -> bool:
+                  a_flt: np.ndarray, a_int: np.ndarray, a_key: np.ndarray) -> None:
     """Fill the kernels' rows of one floating attribute that its operations read: the
     doubles (``want_flt``), the scaled integers (``want_int``: exact sums, ``x * scale``
-    below 2**62), the order keys (``want_key``: MIN/MAX); whether every value is finite.
-    A row no operation reads stays as allocated (zeros, its pages never touched)."""
+    below 2**62), the order keys (``want_key``: MIN/MAX).  A row no operation reads is
+    not written (whether the values are finite, :class:`FloatStats` says)."""
     x = np.ascontiguousarray(x, dtype=np.float64)
-    return bool(_float_columns(x, x.view(np.int64), float(scale), want_flt, want_int, want_key, np.int64(NAN_BITS),
-                               a_flt, a_int, a_key))
+    _float_columns(x, x.view(np.int64), float(scale), want_flt, want_int, want_key, np.int64(NAN_BITS),
+                   a_flt, a_int, a_key)
 
 
 def attribute_scales(table: pa.Table, attributes: Sequence[str],
