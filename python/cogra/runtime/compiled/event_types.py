@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from cogra.runtime.arrow_arrays import empty, one_array
 from cogra.runtime.compiled.jit import njit
 
 MAX_NAMED = 120
 """More named types than this go through a dictionary encoding (codes are int8)."""
+ARROW_COMPARED = 3
+"""Up to this many named types, one longer than 7 bytes, are compared by Arrow, one pass
+per name; more go through :func:`_codes`' byte loop."""
 
 
 @njit(cache=True)
@@ -134,6 +138,16 @@ def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str],
     if all(len(e) <= 7 for e in encoded):
         words = np.array([(len(e) << 56) | int.from_bytes(e, "little") for e in encoded] or [-1], np.int64)
         ordered = _short_codes(offsets, data, words[:len(encoded)], out, seen, order_of)
+    elif len(names) <= ARROW_COMPARED:
+        # Longer names, few: Arrow's comparison per name (q1's one 11-byte type, 1M rows:
+        # ~2 ms, against ~8 ms for the byte loop); the caller checks the order.
+        out[:] = len(names)
+        for code, name in enumerate(names):
+            hit = pc.equal(column, pa.scalar(name, column.type)).to_numpy(zero_copy_only=False)
+            out[hit] = code
+            seen[code] = bool(hit.any())
+        seen[len(names)] = bool((out == len(names)).any())
+        return out, seen, None
     else:
         name_offsets = np.zeros(len(encoded) + 1, np.int64)
         name_offsets[1:] = np.cumsum([len(e) for e in encoded])
