@@ -202,13 +202,9 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
     if out_dir is not None:
         add(f"Raw results: `{out_dir / 'first-run.json'}` (git-ignored).")
         add("")
-    path = docs_dir / "benchmarks" / "first-run.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines))
     from cogra.bench import sections
 
-    sections.embed(docs_dir, "first-run")
-    return path
+    return sections.write_section(docs_dir, "first-run", lines)
 
 
 __all__ = ["QUERIES", "cluster_runs", "process_runs", "run", "write_report"]

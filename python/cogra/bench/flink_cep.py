@@ -21,7 +21,7 @@ from typing import Any
 
 from cogra.bench import experiments as ex
 from cogra.bench.experiments import Run
-from cogra.bench.sections import embed, generated_by, new_result, save
+from cogra.bench.sections import generated_by, new_result, save, write_section
 
 NEXT_DEMO = """RETURN COUNT(*)
 PATTERN SEQ(Stock A+, Stock B)
@@ -229,14 +229,7 @@ def write_report(result: dict, docs_dir: Path) -> Path:
     add("")
     for p in plots:
         add(f"![{p.stem}](benchmarks/{p.name})")
-    path = docs_dir / "benchmarks" / "flink-cep.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    embed(docs_dir, "flink-cep")
-    from cogra.bench import readme
-
-    readme.update(docs_dir.parent / "README.md", docs_dir / "benchmarks.md")  # its headline row
-    return path
+    return write_section(docs_dir, "flink-cep", lines)
 
 
 def _plots(result: dict, plots_dir: Path) -> list[Path]:

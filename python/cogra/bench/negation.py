@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cogra.bench.sections import embed, generated_by, new_result, save
+from cogra.bench.sections import generated_by, new_result, save, write_section
 
 SIZES = {"full": [100_000, 300_000, 1_000_000, 3_000_000], "quick": [10_000, 30_000]}
 
@@ -90,11 +90,7 @@ def write_report(result: dict, docs_dir: Path) -> Path:
                      and r["events"] == n)
             cells.append(f"{r['seconds']:.3f} s ({r['seconds'] / n * 1e9:.0f} ns/event)")
         add(f"| {semantics} | {'with NOT' if negated else 'without'} | " + " | ".join(cells) + " |")
-    path = docs_dir / "benchmarks" / "negation.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    embed(docs_dir, "negation")
-    return path
+    return write_section(docs_dir, "negation", lines)
 
 
 __all__ = ["CASES", "QUERY", "SIZES", "measure", "query", "run", "write_report"]

@@ -60,9 +60,23 @@ def generated_by(name: str, result: dict) -> str:
             f"{result['date']}{' (**quick mode**)' if result['quick'] else ''}, {result['cores']} cores")
 
 
+def write_section(docs_dir: Path, name: str, lines: list[str]) -> Path:
+    """``docs_dir/benchmarks/<name>.md`` from ``lines``, embedded in benchmarks.md, and the
+    README's headline table read again from it (its whole-call and Flink rows come from
+    sections)."""
+    from cogra.bench import readme
+
+    path = docs_dir / "benchmarks" / f"{name}.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    embed(docs_dir, name)
+    readme.update(docs_dir.parent / "README.md", docs_dir / "benchmarks.md")
+    return path
+
+
 def embed_all(docs_dir: Path) -> None:
     for name in SECTIONS:
         embed(docs_dir, name)
 
 
-__all__ = ["SECTIONS", "embed", "embed_all", "generated_by", "markers", "new_result", "save"]
+__all__ = ["SECTIONS", "embed", "embed_all", "generated_by", "markers", "new_result", "save", "write_section"]

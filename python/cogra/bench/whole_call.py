@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cogra.bench.sections import embed, generated_by, new_result, save
+from cogra.bench.sections import generated_by, new_result, save, write_section
 
 SIZES = {"full": [1_000_000, 3_000_000], "quick": [100_000, 300_000]}
 SEMANTICS = ("skip-till-any-match", "skip-till-next-match", "contiguous")
@@ -88,11 +88,7 @@ def write_report(result: dict, docs_dir: Path) -> Path:
         call, kernel = r["events"] / r["call_s"] / 1e6, r["events"] / r["kernel_s"] / 1e6
         add(f"| {r['semantics']} | {r['events']:,} | {call:.1f} ({r['call_s'] * 1e3:.0f} ms) | "
             f"{kernel:.0f} ({r['kernel_s'] * 1e3:.1f} ms) | {call / kernel:.2f} |")
-    path = docs_dir / "benchmarks" / "whole-call.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    embed(docs_dir, "whole-call")
-    return path
+    return write_section(docs_dir, "whole-call", lines)
 
 
 __all__ = ["QUERY", "SEMANTICS", "SIZES", "TARGET", "measure", "run", "write_report"]

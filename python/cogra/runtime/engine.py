@@ -307,7 +307,6 @@ class Engine:
         found = (type_codes(table.column(b.type_column), type_names, times_np)
                  if b.type_column is not None else None)
         ordered = found[2] if found is not None and found[2] is not None else ascending(times_np)
-        ordered = ordered or table.num_rows < 2
         self._plain_codes = None
         if not ordered and b.plain_keys:
             # Sorted by key, then time (as Spark hands a partition over): every sub-stream
@@ -422,8 +421,8 @@ class Engine:
         self.type_irrelevant = np.ones(len(names) + 1, bool)
         """Per type code: whether the pattern's variables do not name it (negated types aside)."""
         for v, t in enumerate(a.event_types):
-            c = index[t] if col is not None else 0
-            if col is None or t in index:
+            c = 0 if col is None else index.get(t)  # (None: a type the dictionary lacks, no row has it)
+            if c is not None:
                 self.type_bits[c] |= np.uint64(1 << v)
                 self.type_irrelevant[c] = False
         # States of one variable (repetitions, presence copies) share its type and local
