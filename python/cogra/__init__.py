@@ -21,12 +21,13 @@ from cogra.api import (  # noqa: E402
     pushdown,
     result_schema,
 )
-from cogra.errors import AggregateOverflowError, CograError, DataError, QueryError  # noqa: E402
+from cogra.errors import AggregateOverflowError, CheckpointError, CograError, DataError, QueryError  # noqa: E402
 from cogra.runtime.online import OnlineEvaluation, evaluate_batches  # noqa: E402
 
 __all__ = [
     "MAX_WINDOWS_PER_EVENT",
     "AggregateOverflowError",
+    "CheckpointError",
     "CograDataWarning",
     "CograError",
     "DataError",

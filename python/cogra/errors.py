@@ -62,6 +62,12 @@ class DataError(CograError, ValueError):
     """The input table does not fit the query (a missing or mistyped column)."""
 
 
+class CheckpointError(CograError, ValueError):
+    """A stream's saved state belongs to another query: restarted from its checkpoint with
+    a changed pattern, semantics, window, key, aggregate or input, the state cannot be
+    continued (:mod:`cogra.analysis.identity`)."""
+
+
 class AggregateOverflowError(CograError, ArithmeticError):
     """An aggregate's exact value does not fit its output type (ANSI mode)."""
 

@@ -962,6 +962,24 @@ def dump(query: Query) -> str:
     return "\n".join(lines) + "\n"
 
 
+def clause_texts(text: str) -> dict[str, str]:
+    """Each clause's text as written, whitespace collapsed, by clause name (``RETURN``,
+    ``PATTERN``, ``SEMANTICS``, ``WHERE``, ``GROUP-BY``, ``WITHIN``; SLIDE belongs to
+    WITHIN): what an error about a changed clause shows.  ``text`` must parse."""
+    parser = _Parser(text)
+    starts: list[tuple[str, int, int]] = []  # (name, token index, tokens in the keyword)
+    for i, tok in enumerate(parser.tokens):
+        clause = parser.clause_at(i)
+        if clause is not None and clause[0] != "SLIDE":
+            starts.append((clause[0], i, clause[1]))
+    texts = {}
+    for k, (name, i, width) in enumerate(starts):
+        stop = starts[k + 1][1] if k + 1 < len(starts) else len(parser.tokens) - 1  # the EOF token
+        first, end = parser.at(i + width).start, parser.at(stop - 1).end
+        texts[name] = " ".join(text[first:end].split()) if stop > i + width else ""
+    return texts
+
+
 def _at(span: Span) -> str:
     return f"@{span.line}:{span.column}"
 

@@ -39,15 +39,17 @@ from typing import Any, Iterable
 import numpy as np
 import pyarrow as pa
 
+from cogra.analysis.identity import query_identity
 from cogra.api import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate, plan, result_schema
-from cogra.errors import CograDataWarning, DataError, QueryError
+from cogra.errors import CheckpointError, CograDataWarning, DataError, QueryError
 from cogra.language.ast import Query
 from cogra.language.limits import with_recursion_room
 from cogra.runtime.output import ON_OVERFLOW
 from cogra.runtime.slices import NULL_TIME, WindowSlices
 from cogra.runtime.stream import StreamEvaluation, unsupported_reason, values_may_stop
 
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
+READABLE_FORMATS = (2, 3)  # 2: without the query's identity
 STATE_KINDS = ("auto", "carried", "held")
 
 
@@ -135,6 +137,7 @@ class OnlineEvaluation:
         self.carried = (StreamEvaluation(self.plan, schema, on_overflow=on_overflow)
                         if self.kind == "carried" else None)
         self.output_schema = result_schema(q, schema, type_column=type_column, time_column=time_column)
+        self.identity = query_identity(q, schema, type_column=type_column, time_column=time_column).fingerprint()
 
     @property
     def counters(self) -> dict[str, int]:
@@ -293,18 +296,26 @@ class OnlineEvaluation:
             writer.write_table(held)
         rows = sink.getvalue()
         carried = b"" if self.carried is None else pickle.dumps(self.carried.state(), protocol=5)
-        header = json.dumps({"format": SNAPSHOT_FORMAT, "kind": self.kind, "watermark": st.watermark,
+        header = json.dumps({"format": SNAPSHOT_FORMAT, "identity": self.identity, "kind": self.kind, "watermark": st.watermark,
                              "max_time": st.max_time, "emitted_before": st.emitted_before,
                              "counters": st.counters, "rows_bytes": len(rows)}).encode()
         return len(header).to_bytes(4, "big") + header + rows + carried
 
     def restore(self, data: bytes) -> None:
         """Continue from a :meth:`snapshot` of the same query over the same schema (the
-        snapshot is trusted: it is the evaluation's own checkpoint)."""
+        snapshot is trusted: it is the evaluation's own checkpoint).  A snapshot another
+        query wrote (:mod:`cogra.analysis.identity`) is a :class:`CheckpointError`."""
         n = int.from_bytes(data[:4], "big")
         header = json.loads(data[4:4 + n])
-        if header.get("format") != SNAPSHOT_FORMAT:
+        if header.get("format") not in READABLE_FORMATS:
             raise ValueError(f"unknown snapshot format {header.get('format')!r}")
+        stored = header.get("identity")
+        if stored is not None and stored != self.identity:
+            raise CheckpointError(
+                "this state was written by another query (its identity "
+                f"{stored} is not this query's {self.identity}: its pattern, semantics, "
+                "window, keys, aggregates or input columns differ); a checkpoint continues only "
+                "the query that wrote it: start the changed query from a new checkpoint")
         if header["kind"] != self.kind:
             raise ValueError(f"a snapshot of {header['kind']} states cannot continue as {self.kind}")
         start = 4 + n

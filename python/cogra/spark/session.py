@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from cogra.api import parse
 from cogra.runtime.online import require_window
 from cogra.spark.extension import EXTENSION, has_extension
-from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF
+from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF, sql_string
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -187,14 +187,6 @@ def register(spark: "SparkSession", name: str = FUNCTION_NAME) -> Any:
     """
     _use_this_python(spark)
     return spark.udtf.register(name, python_udtf(spark))
-
-
-def sql_string(text: str) -> str:
-    """A Spark SQL expression for the string ``text`` that every parser setting reads the
-    same: its UTF-8 bytes in hex, cast to a string.  A quoted literal is read one way or
-    the other by ``spark.sql.parser.escapedStringLiterals`` (so are SQL parameters, which
-    Spark renders back into quoted text), and a query may hold quotes and backslashes."""
-    return f"CAST(X'{text.encode('utf-8').hex().upper()}' AS STRING)"
 
 
 def match_trend(

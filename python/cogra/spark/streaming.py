@@ -14,8 +14,16 @@ Spark's own stateful operator ``transformWithStateInPandas`` in event-time mode:
   :mod:`cogra.runtime.online`), so a query restarted from its checkpoint continues where
   it stopped.
 
-Rows older than the watermark are dropped by Spark before the operator, and counted in
-the query's progress (``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``).
+The watermark is set on every input row, before the pushed-down filter drops the rows
+the query cannot use, so rows of types the pattern does not name advance it too
+(SEMANTICS.md section 10: the largest time *seen*); its event time is the time column
+shifted by :data:`cogra.spark.event_time.OFFSET_SECONDS`, so that rows at or before the
+epoch are not late before any watermark exists.  Rows at or below the watermark are
+dropped by Spark's operator as late, and counted in the query's progress
+(``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``).  Rows cross the
+pandas operator in a form that keeps every value (:mod:`cogra.spark.stream_rows`).  The
+query's identity is stored with its state (:mod:`cogra.analysis.identity`): a restart
+with a changed query on the same checkpoint is an error, never a mix of two queries.
 
 Why ``transformWithStateInPandas`` rather than ``applyInPandasWithState``: timers per
 group at exact event times (the next window end), several state variables and TTL if
@@ -31,7 +39,8 @@ import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
 from cogra.runtime.online import require_window
-from cogra.spark.event_time import delay_seconds
+from cogra.spark.stream_rows import exact_pandas, rows_from_pandas, wire_sql
+from cogra.spark.event_time import OFFSET_SECONDS, check_event_times, delay_seconds, event_time_sql, timer_ms, watermark_in_time_units
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -61,7 +70,8 @@ def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     schema = pa.ipc.read_schema(pa.py_buffer(result.input_schema))
     processor = MatchTrendProcessor(result.query, schema, list(result.input_columns), result.type_column,
                                     result.time_column, delay_seconds(result.watermark or "0 seconds"),
-                                    on_overflow=opts.get("on_overflow", "error"))
+                                    on_overflow=opts.get("on_overflow", "error"),
+                                    event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS)
     utils = TransformWithStateInPandasUdfUtils(processor, "EventTime")
     return utils.transformWithStateUDF, result.schema
 
@@ -81,18 +91,20 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
     schema = _arrow_schema(df.schema)
     output = cogra.result_schema(q, schema, type_column=type_column, time_column=time_column)
     keys = list(plain_group_keys(query))
-    time_type = schema.field(time_column).type
-    if pa.types.is_timestamp(time_type):
-        event_time = F.col(time_column)
-    elif pa.types.is_integer(time_type):
-        event_time = F.timestamp_seconds(F.col(time_column))
-    else:
-        raise cogra.QueryError("a streaming MATCH_TREND needs an integer or timestamp time column", q.text)
+    try:
+        # With the input's own watermark (on its time column), the column itself: Spark's
+        # operator drops late rows by that column's watermark.
+        event_time = (F.expr(event_time_sql(time_column, schema.field(time_column).type))
+                      if watermark is not None else F.col(time_column))
+    except ValueError as e:
+        raise cogra.QueryError(str(e), q.text) from None
     spark = df.sparkSession
     if spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") != ROCKSDB:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
     columns = list(df.columns)
     events = df.withColumn(EVENT_TIME, event_time)
+    wired = {c: wire_sql(c, schema.field(c).type) for c in columns}
+    events = events.select(*[F.expr(wired[c]).alias(c) if wired[c] else F.col(c) for c in columns], EVENT_TIME)
     if watermark is not None:
         events = events.withWatermark(EVENT_TIME, watermark)
     if not keys:
@@ -100,7 +112,8 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
         keys = [ALL]
     ansi = str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
     processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay,
-                                    on_overflow="error" if ansi else "null")
+                                    on_overflow="error" if ansi else "null",
+                                    event_time_offset=OFFSET_SECONDS if watermark is not None else 0)
     return events.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=_spark_schema(output),
@@ -129,7 +142,7 @@ class MatchTrendProcessor(StatefulProcessor):
     group's state around each call."""
 
     def __init__(self, query: Any, schema: pa.Schema, columns: list[str], type_column: str | None,
-                 time_column: str, delay: float, on_overflow: str = "null"):
+                 time_column: str, delay: float, on_overflow: str = "null", event_time_offset: int = OFFSET_SECONDS):
         self.query = query
         self.schema = schema
         self.columns = columns
@@ -137,6 +150,8 @@ class MatchTrendProcessor(StatefulProcessor):
         self.time_column = time_column
         self.delay = delay
         self.on_overflow = on_overflow
+        self.event_time_offset = event_time_offset
+        self.time_type = schema.field(time_column).type
 
     def init(self, handle: Any) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
@@ -153,33 +168,29 @@ class MatchTrendProcessor(StatefulProcessor):
             online.restore(bytes(self.saved.get()[0]))
         return online
 
-    def _watermark(self, online: Any, timer_values: Any) -> int | None:
-        """Spark's watermark (ms since the epoch) in the time column's units."""
-        ms = timer_values.getCurrentWatermarkInMs()
-        if ms is None or ms <= 0:  # Spark's "no watermark yet" (its first batches)
-            return None
-        if pa.types.is_timestamp(self.schema.field(self.time_column).type):
-            return int(ms) * 1000
-        return int(ms) // 1000
+    def _watermark(self, timer_values: Any) -> int | None:
+        """Spark's watermark in the time column's units (None: none yet)."""
+        return watermark_in_time_units(timer_values.getCurrentWatermarkInMs(), self.time_type,
+                                       self.event_time_offset)
 
     def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
-        watermark = self._watermark(online, timer_values)
+        watermark = self._watermark(timer_values)
         out = online.advance(watermark) if watermark is not None else None
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
         end = online.next_window_end()  # the next window to close ends here
         if end is not None:
-            micros = pa.types.is_timestamp(self.schema.field(self.time_column).type)
-            self.handle.registerTimer(-(-end // 1000) if micros else end * 1000)
+            self.handle.registerTimer(timer_ms(end, self.time_type, self.event_time_offset))
         self.saved.update((online.snapshot(),))
         if out is not None and out.num_rows:
-            yield out.to_pandas(types_mapper=None)
+            yield exact_pandas(out)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         online = self._online()
         for pdf in rows:
-            table = pa.Table.from_pandas(pdf[self.columns], preserve_index=False)
-            online.push(table.cast(self.schema) if not table.schema.equals(self.schema) else table)
+            if self.event_time_offset and EVENT_TIME in pdf.columns:
+                check_event_times(pdf[self.time_column], pdf[EVENT_TIME], self.time_column)
+            online.push(rows_from_pandas(pdf, self.schema))
         yield from self._close(online, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:

@@ -64,6 +64,8 @@ FILTER_ALIAS = "__cogra_filter__"
 KEY_PREFIX = "__cogra_pk_"
 #: Alias of the event-time column a streaming call selects for Spark's watermark.
 EVENT_TIME_ALIAS = "__cogra_event_time"
+#: Alias of the query's identity a streaming call selects (the shim stores it with the state).
+IDENTITY_ALIAS = "__cogra_identity__"
 MAX_GROUP_ROWS = 5_000_000
 """Rows of one key group a worker holds at most (its memory: ~0.6 GB per million rows of a
 mixed-grained query without WITHIN); the streamed and sliced routes hold far fewer."""
@@ -125,6 +127,14 @@ class CograAnalyzeResult(AnalyzeResult):
 # ---------------------------------------------------------------------------
 # analyze
 # ---------------------------------------------------------------------------
+
+
+def sql_string(text: str) -> str:
+    """A Spark SQL expression for the string ``text`` that every parser setting reads the
+    same: its UTF-8 bytes in hex, cast to a string.  A quoted literal is read one way or
+    the other by ``spark.sql.parser.escapedStringLiterals`` (so are SQL parameters, which
+    Spark renders back into quoted text), and a query may hold quotes and backslashes."""
+    return f"CAST(X'{text.encode('utf-8').hex().upper()}' AS STRING)"
 
 
 def quote_identifier(name: str) -> str:
@@ -215,7 +225,11 @@ def analyze_call(
     type_column: AnalyzeArgument | None = None,
     time_column: AnalyzeArgument | None = None,
     watermark: AnalyzeArgument | None = None,
+    stream: AnalyzeArgument | None = None,
 ) -> CograAnalyzeResult:
+    """``stream``: set by the shim for a streaming TABLE argument, which then also selects
+    the query's identity (``__cogra_identity__``, :mod:`cogra.analysis.identity`) and the
+    wire forms of columns pandas would change (:mod:`cogra.spark.stream_rows`)."""
     if input is None or not input.isTable or not isinstance(input.dataType, StructType):
         raise analysis_error(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
     text = _string_argument(query, "a query", None, required=True)
@@ -254,6 +268,8 @@ def analyze_call(
                                          alias=EVENT_TIME_ALIAS))
         except (ValueError, CograError) as e:
             raise analysis_error(f"{FUNCTION_NAME}: {e}") from None
+    if stream is not None and stream.value:
+        select += _stream_columns(text, in_schema, selected, type_col, time_col)
 
     return CograAnalyzeResult(
         schema=_spark_schema(out_schema),
@@ -270,6 +286,22 @@ def analyze_call(
         watermark=delay,
         input_schema=pa.schema([in_schema.field(c) for c in selected]).serialize().to_pybytes(),
     )
+
+
+def _stream_columns(text: str, schema: pa.Schema, selected: Sequence[str], type_column: str | None,
+                    time_column: str) -> list[SelectedColumn]:
+    """A streaming call's extra selections: its identity as a string literal, and each
+    column's wire form where it has one."""
+    from cogra.analysis.identity import query_identity
+    from cogra.spark.stream_rows import WIRE_PREFIX, wire_sql
+
+    identity = query_identity(text, schema, type_column=type_column, time_column=time_column, columns=selected)
+    out = [SelectedColumn(sql_string(identity.to_json()), alias=IDENTITY_ALIAS)]
+    for c in selected:
+        wire = wire_sql(c, schema.field(c).type)
+        if wire is not None:
+            out.append(SelectedColumn(wire, alias=WIRE_PREFIX + c))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -443,7 +475,7 @@ class _Evaluator:
         self.max_windows_per_event = max_windows_per_event
         self.query = with_partition_keys(result.query, partition_keys)
         self.on_overflow = on_overflow
-        self.drop = {FILTER_ALIAS, EVENT_TIME_ALIAS}
+        self.drop = {FILTER_ALIAS, EVENT_TIME_ALIAS, IDENTITY_ALIAS}
         self.target = _target_schema(result)
         self.pace = pace
 
@@ -1020,11 +1052,12 @@ class MatchTrendUDTF:
         type_column: AnalyzeArgument | None = None,
         time_column: AnalyzeArgument | None = None,
         watermark: AnalyzeArgument | None = None,
+        stream: AnalyzeArgument | None = None,
     ) -> AnalyzeResult:
-        return analyze_call(input, query, type_column, time_column, watermark)
+        return analyze_call(input, query, type_column, time_column, watermark, stream)
 
     def eval(self, input: pa.RecordBatch, query: Any = None, type_column: Any = None,
-             time_column: Any = None, watermark: Any = None) -> Iterator[pa.Table]:
+             time_column: Any = None, watermark: Any = None, stream: Any = None) -> Iterator[pa.Table]:
         batch = self._evaluator.prepare(input)
         if batch.num_rows:
             self._batches.append(batch)

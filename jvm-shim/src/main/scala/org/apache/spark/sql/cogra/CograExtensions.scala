@@ -36,8 +36,11 @@ class CograExtensions extends (SparkSessionExtensions => Unit) {
     MatchTrend.FunctionName.length
     PythonCommands.jsonString("")
     Diagnostics.AccumulatorName.length
+    CheckpointIdentity.Directory.length
     extensions.injectTableFunction(
       (FunctionIdentifier(MatchTrend.FunctionName), CograExtensions.info, MatchTrend.builder _))
+    // A streaming MATCH_TREND's checkpoint is checked against its query before each run.
+    extensions.injectColumnar(session => CheckpointIdentity.rule(session))
   }
 }
 

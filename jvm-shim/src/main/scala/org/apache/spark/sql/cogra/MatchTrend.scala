@@ -2,9 +2,9 @@ package org.apache.spark.sql.cogra
 
 import org.apache.spark.SparkEnv
 import org.apache.spark.api.python.PythonEvalType
-import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedAttribute}
+import org.apache.spark.sql.catalyst.analysis.{UnresolvedAlias, UnresolvedAttribute, UnresolvedFunction}
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, Expression, FunctionTableSubqueryArgumentExpression, Literal, NamedArgumentExpression, NamedExpression, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
+import org.apache.spark.sql.catalyst.expressions.{Alias, Ascending, CreateStruct, Expression, FunctionTableSubqueryArgumentExpression, IsNull, Literal, NamedArgumentExpression, NamedExpression, Or, PythonUDF, PythonUDTFAnalyzeResult, PythonUDTFSelectedExpression, SortOrder}
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.catalyst.parser.CatalystSqlParser
 import org.apache.spark.sql.catalyst.plans.logical.{EventTimeWatermark, Filter, LogicalPlan, MapInArrow, Project, Repartition, RepartitionByExpression, Sort}
@@ -40,7 +40,10 @@ private[cogra] object MatchTrend {
   val FilterAlias = "__cogra_filter__"
   val KeyPrefix = "__cogra_pk_"
   val EventTimeAlias = "__cogra_event_time"
-  val AllKey = "__cogra_all"
+  val IdentityAlias = "__cogra_identity__"
+  val WirePrefix = "__cogra_wire__"
+  val StreamArgument = "stream"
+  val GroupKey = "__cogra_group"
   val StreamModule = "cogra.spark.streaming"
   val StreamFactory = "make_stream_command"
   val StateStoreKey = "spark.sql.streaming.stateStore.providerClass"
@@ -62,9 +65,14 @@ private[cogra] object MatchTrend {
     val exec = PythonCommands.pythonExec
     val handler = PythonCommands.function(
       PythonCommands.reference(PythonModule, HandlerClass), exec)
+    // A streaming TABLE: the handler also selects what the stream needs (the query's
+    // identity, columns' wire forms).
+    val streaming = tables.size == 1 && tables.head.plan.isStreaming
+    val callArgs =
+      if (streaming) args :+ NamedArgumentExpression(StreamArgument, Literal(true)) else args
     // The handler checks every argument and explains what is wrong, including a missing TABLE.
     val analyzed = new UserDefinedPythonTableFunctionAnalyzeRunner(
-      DisplayName, handler, args, args.map(tableArgument(_).isDefined), CatalystSqlParser)
+      DisplayName, handler, callArgs, callArgs.map(tableArgument(_).isDefined), CatalystSqlParser)
       .runInPython()
     if (tables.size != 1) {
       fail(s"$DisplayName takes exactly one TABLE argument: " +
@@ -85,8 +93,19 @@ private[cogra] object MatchTrend {
 
   /**
    * A streaming TABLE argument: Spark's own stateful operator, transformWithStateInPandas in
-   * event-time mode, keyed by the query's plain GROUP-BY keys and PARTITION BY, over the input with a
-   * watermark on its event time (`cogra.spark.streaming` holds the per-group processor).
+   * event-time mode, keyed by the query's plain GROUP-BY keys and PARTITION BY
+   * (`cogra.spark.streaming` holds the per-group processor):
+   *
+   *   TransformWithStateInPandas(keys)             the query's identity checked against the
+   *     Project(columns, wire forms, event time)     checkpoint (CheckpointIdentity)
+   *       Filter(rows the query can use, or a NULL event time)
+   *         EventTimeWatermark(event time)         every input row advances the watermark
+   *           Project(*, event time)
+   *             <the TABLE argument's plan>
+   *
+   * The filter references the event time so that Catalyst keeps it above the watermark
+   * (it pushes other filters below one): rows of types the pattern does not name are then
+   * still seen by the watermark, and never reach the Python workers.
    */
   private def planStream(
       table: FunctionTableSubqueryArgumentExpression,
@@ -95,29 +114,27 @@ private[cogra] object MatchTrend {
       watermark: Option[String]): LogicalPlan = {
     // The input's own watermark (withWatermark, or WATERMARK in SQL) serves when no
     // watermark => is given: the operator follows the query's global watermark.
-    val ownWatermark = table.plan.exists(_.isInstanceOf[EventTimeWatermark])
-    if (watermark.isEmpty && !ownWatermark) {
+    val ownWatermark = table.plan.collectFirst { case w: EventTimeWatermark => w.eventTime }
+    if (watermark.isEmpty && ownWatermark.isEmpty) {
       fail(s"$DisplayName over a streaming table needs watermark => '30 seconds' (how late an " +
         "event may arrive), or a watermark on the input (withWatermark): a window's rows are " +
         "final only once no event of it can come any more")
     }
-    val (filters, rest) =
-      analyzed.selectedInputExpressions.partition(_.alias.contains(FilterAlias))
-    var child: LogicalPlan = table.plan
-    filters.foreach(f => child = Filter(f.expression, child))
+    val selected = analyzed.selectedInputExpressions
+    def aliased(s: PythonUDTFSelectedExpression, p: String => Boolean) = s.alias.exists(p)
+    val filters = selected.filter(aliased(_, _ == FilterAlias))
+    val eventTime = selected.find(aliased(_, _ == EventTimeAlias)).map(_.expression)
+    val identity = selected.find(aliased(_, _ == IdentityAlias)).map(_.expression.eval().toString)
+      .getOrElse(fail(s"$DisplayName: the handler gave a stream no identity"))
+    val wires = selected.collect {
+      case PythonUDTFSelectedExpression(e, Some(a)) if a.startsWith(WirePrefix) => a.stripPrefix(WirePrefix) -> e
+    }.toMap
+    val columns = selected.filterNot(s => aliased(s, a =>
+      a == FilterAlias || a == EventTimeAlias || a == IdentityAlias || a.startsWith(WirePrefix)))
     val keyNames = analyzed.partitionByExpressions.map {
       case a: UnresolvedAttribute => a.nameParts.last
       case e => fail(s"$DisplayName: unexpected key ${e.sql}")
     }
-    // PARTITION BY: more keys of the stateful operator. A group's evaluation then sees one
-    // partition's rows only, as each partition's own MATCH_TREND would.
-    val userKeys = if (table.withSinglePartition) Nil else table.partitionByExpressions
-    val userKeyNames = userKeys.indices.map(i => s"$KeyPrefix$i")
-    val groupNames = keyNames ++ userKeyNames
-    val projectList = rest.map(named) ++
-      userKeys.zip(userKeyNames).map { case (e, n) => Alias(e, n)() } ++
-      (if (groupNames.isEmpty) Seq(Alias(Literal(0), AllKey)()) else Nil)
-    child = Project(projectList, child)
     val session = SparkSession.active.asInstanceOf[classic.SparkSession]
     // transformWithState keeps its state in RocksDB only: the session's default (HDFS-backed)
     // store is switched over; a store the user chose is an error that says so.
@@ -128,11 +145,47 @@ private[cogra] object MatchTrend {
         s"transformWithState, which needs $StateStoreKey=$RocksDBProvider, not $other")
     }
     Diagnostics.watchStreams(session)
-    val rows = classic.Dataset.ofRows(session, child)
-    val input = watermark.map(delay => rows.withWatermark(EventTimeAlias, delay)).getOrElse(rows)
-    val groups = (if (groupNames.isEmpty) Seq(AllKey) else groupNames).map(k => input.col(k))
+
+    // The event time on every input row: ours (the time shifted, cogra.spark.event_time)
+    // with its watermark, or the input's own watermark column under our name.
+    val timed: Option[Expression] = watermark match {
+      case Some(_) => eventTime
+      case None => ownWatermark.filter(a => table.plan.outputSet.contains(a))
+    }
+    var child: LogicalPlan = table.plan
+    timed.foreach { e =>
+      child = Project(table.plan.output :+ Alias(e, EventTimeAlias)(), child)
+    }
+    var rows = classic.Dataset.ofRows(session, child)
+    watermark.foreach(delay => rows = rows.withWatermark(EventTimeAlias, delay))
+    child = rows.logicalPlan
+    val timeRef = UnresolvedAttribute.quoted(EventTimeAlias)
+    filters.foreach { f =>
+      child = Filter(if (timed.isDefined) Or(f.expression, IsNull(timeRef)) else f.expression, child)
+    }
+    // PARTITION BY: more keys of the stateful operator. A group's evaluation then sees one
+    // partition's rows only, as each partition's own MATCH_TREND would.
+    val userKeys = if (table.withSinglePartition) Nil else table.partitionByExpressions
+    val userKeyNames = userKeys.indices.map(i => s"$KeyPrefix$i")
+    // One key column whatever the keys: their values as JSON (one string per group, two
+    // groups never share one). The state's key schema is then the same for every query, so
+    // a restart with changed keys reaches CheckpointIdentity, which names the change, rather
+    // than Spark's key-schema check, which names only the types.
+    val keyJson = UnresolvedFunction("to_json", Seq(CreateStruct(
+      keyNames.map(k => UnresolvedAttribute.quoted(k)) ++ userKeys.zip(userKeyNames).map {
+        case (e, n) => Alias(e, n)() })), isDistinct = false)
+    val projectList = columns.map(c => wires.get(nameOf(c)) match {
+        case Some(wire) => Alias(wire, nameOf(c))()
+        case None => named(c)
+      }) ++
+      (if (timed.isDefined) Seq(timeRef) else Nil) ++
+      Seq(Alias(keyJson, GroupKey)())
+    child = Project(projectList, child)
+    val input = classic.Dataset.ofRows(session, child)
+    val groups = Seq(input.col(GroupKey))
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
-    val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}""" + "}"
+    val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
+      s""""own_watermark": ${watermark.isEmpty}""" + "}"
     val command = PythonCommands.call(StreamModule, StreamFactory, Seq(
       PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options)))
     val udf = PythonUDF(
@@ -142,6 +195,7 @@ private[cogra] object MatchTrend {
       children = input.logicalPlan.output,
       evalType = PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF,
       udfDeterministic = true)
+    CheckpointIdentity.register(udf, identity, userKeys.map(_.sql))
     input.groupBy(groups: _*)
       .transformWithStateInPandas(classic.ExpressionUtils.column(udf), analyzed.schema, "Append",
         "EventTime", null, "")
@@ -208,7 +262,8 @@ private[cogra] object MatchTrend {
       analyzed: PythonUDTFAnalyzeResult,
       exec: String): LogicalPlan = {
     val (filters, columns) = analyzed.selectedInputExpressions
-      .filterNot(_.alias.contains(EventTimeAlias))  // a watermark => argument: streams only
+      .filterNot(_.alias.exists(a =>  // a watermark => argument: streams only
+        a == EventTimeAlias || a == IdentityAlias || a.startsWith(WirePrefix)))
       .partition(_.alias.contains(FilterAlias))
     if (columns.isEmpty) {
       fail(s"$DisplayName: the handler selected no input columns")
