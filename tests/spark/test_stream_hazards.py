@@ -204,3 +204,49 @@ def test_a_snapshot_of_another_query_does_not_restore():
     same.restore(saved)
     with pytest.raises(cogra.CheckpointError, match="written by another query"):
         cogra.OnlineEvaluation(CHANGES["pattern"][0], table.schema).restore(saved)
+
+
+NO_SHIM = """
+import glob, sys
+import pyarrow as pa, pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from cogra.spark import match_trend
+root, query = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+files = sorted(glob.glob(root + "/parts/*.parquet"))
+pq.write_table(pq.read_table(files[0]), root + "/in/p000.parquet")
+stream = spark.readStream.schema(spark.read.parquet(root + "/in").schema).parquet(root + "/in")
+w = (match_trend(stream, query, watermark="2 seconds").writeStream.format("parquet")
+     .option("path", root + "/out").option("checkpointLocation", root + "/checkpoint").start())
+w.processAllAvailable()
+for i, f in enumerate(files[1:], 1):
+    pq.write_table(pq.read_table(f), root + f"/in/p{i:03}.parquet")
+    w.processAllAvailable()
+w.stop()
+"""
+
+
+def test_the_route_without_the_shim_streams_times_before_zero(tmp_path):
+    """``match_trend`` on a session without the extension (PySpark's own operator, planned
+    in Python): the same event time, wire forms and identity."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    n = 400
+    table = pa.table({"type": ["A" if i % 4 else "B" for i in range(n)], "time": [-20 + i // 2 for i in range(n)],
+                      "g": pa.array([2**60 + i % 3 for i in range(n)], pa.int64())})
+    query = "RETURN g, COUNT(*) PATTERN SEQ(A+, B) GROUP-BY g WITHIN 10 seconds"
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "in").mkdir()
+    for i in range(0, n, 100):
+        pq.write_table(table.slice(i, 100), tmp_path / "parts" / f"p{i:03}.parquet")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "python"), str(root)]),
+           "PYSPARK_PYTHON": sys.executable}
+    subprocess.run([sys.executable, "-c", NO_SHIM, str(tmp_path), query], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    got = sink_rows(tmp_path / "out", cogra.result_schema(query, table.schema).names)
+    want = closed(query, table, -20 + (n - 1) // 2 - DELAY)
+    assert len(want) >= 15 and sorted(got) == sorted(want)
