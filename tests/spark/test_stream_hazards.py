@@ -115,6 +115,22 @@ def test_timestamps_are_read_in_utc_whatever_the_session_time_zone(non_ansi, tmp
     assert len(want) >= 8 and same_rows(got, want)
 
 
+def test_naive_timestamps_stream(spark, tmp_path):
+    """A TIMESTAMP_NTZ time column (what pandas, pyarrow without a zone, and CSV give)
+    streams as it evaluates in batch: its wall-clock microseconds, no session zone."""
+    n = 2000
+    start = 1_700_000_000
+    table = pa.table({"type": ["A" if i % 4 else "B" for i in range(n)],
+                      "time": pa.array([(start + i // 2) * 1_000_000 for i in range(n)], pa.int64())
+                      .cast(pa.timestamp("us")),
+                      "g": [i % 3 for i in range(n)]})
+    query = "RETURN g, COUNT(*), MAX(A.time) PATTERN SEQ(A+, B) GROUP-BY g WITHIN 10 seconds"
+    run(spark, tmp_path, query, [table.slice(i, 400) for i in range(0, n, 400)], view="naive")
+    want = closed(query, table, (start + (n - 1) // 2 - DELAY) * 1_000_000)
+    got = sink_rows(tmp_path / "out", cogra.result_schema(query, table.schema).names)
+    assert len(want) >= 250 and same_rows(got, want)
+
+
 @pytest.mark.parametrize("first", [0, -95])
 def test_events_at_time_zero_and_before_are_events(spark, tmp_path, first):
     """Integer times from 0 (and from before 0): Spark's watermark starts at the epoch, and
