@@ -62,6 +62,23 @@ def run(spark, root: Path, query: str, parts: list[pa.Table], *, delay: int = DE
         writer.stop()
 
 
+OPERATOR = "spark.cogra.streaming.operator"
+
+
+@pytest.fixture(autouse=True, params=["transformWithState", "packed"])
+def operator(request):
+    """Every test of a stream through the shim runs on each streaming operator."""
+    if "spark" not in request.fixturenames and "non_ansi" not in request.fixturenames:
+        if request.param != "transformWithState":
+            pytest.skip("no stream through the shim")
+        yield request.param
+        return
+    spark = request.getfixturevalue("spark")
+    spark.conf.set(OPERATOR, request.param)
+    yield request.param
+    spark.conf.unset(OPERATOR)
+
+
 @pytest.fixture
 def non_ansi(spark):
     spark.conf.set("spark.sql.ansi.enabled", "false")

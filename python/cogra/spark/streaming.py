@@ -76,6 +76,71 @@ def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     return utils.transformWithStateUDF, result.schema
 
 
+def make_group_state_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
+    """The ``(function, return type)`` of the ``packed`` operator's
+    ``applyInPandasWithState`` (built by the shim): each group's packed rows
+    (:mod:`cogra.spark.stream_packing`) go into its :class:`GroupEvaluation`."""
+    import json
+    import pickle
+
+    from cogra.spark.udtf import CograAnalyzeResult
+
+    result = pickle.loads(analyze_result)
+    if not isinstance(result, CograAnalyzeResult):
+        raise TypeError(f"MATCH_TREND: unexpected analyze result {type(result).__name__}")
+    opts = json.loads(options)
+    schema = pa.ipc.read_schema(pa.py_buffer(result.input_schema))
+    group = GroupEvaluation(result.query, schema, result.type_column, result.time_column,
+                            delay_seconds(result.watermark or "0 seconds"),
+                            on_overflow=opts.get("on_overflow", "error"),
+                            event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS)
+    return group.apply, result.schema
+
+
+class GroupEvaluation:
+    """One group's evaluation under ``applyInPandasWithState``: its state is the
+    :class:`~cogra.runtime.online.OnlineEvaluation`'s snapshot; its event-time timeout,
+    the end of its next window; late rows were dropped (and counted) before packing."""
+
+    def __init__(self, query: Any, schema: pa.Schema, type_column: str | None, time_column: str,
+                 delay: float, on_overflow: str = "null", event_time_offset: int = OFFSET_SECONDS):
+        self.query = query
+        self.schema = schema
+        self.type_column = type_column
+        self.time_column = time_column
+        self.delay = delay
+        self.on_overflow = on_overflow
+        self.event_time_offset = event_time_offset
+        self.time_type = schema.field(time_column).type
+
+    def apply(self, key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        from cogra.runtime.online import OnlineEvaluation
+        from cogra.spark.stream_packing import PAYLOAD, read_payload
+
+        online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
+                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow)
+        if state.exists:
+            online.restore(bytes(state.get[0]))
+        if not state.hasTimedOut:
+            for frame in frames:
+                for payload in frame[PAYLOAD]:
+                    rows = read_payload(payload)
+                    online.push(rows if rows.schema.equals(self.schema) else rows.cast(self.schema))
+        watermark_ms = state.getCurrentWatermarkMs()
+        watermark = watermark_in_time_units(watermark_ms, self.time_type, self.event_time_offset)
+        out = online.advance(watermark) if watermark is not None else None
+        end = online.next_window_end()
+        if end is None and online.state.held is None:
+            state.remove()  # no open window, no pending row: the group's state goes until its next row
+        else:
+            state.update((online.snapshot(),))
+            if end is not None:
+                state.setTimeoutTimestamp(max(timer_ms(end, self.time_type, self.event_time_offset),
+                                              watermark_ms + 1))
+        if out is not None and out.num_rows:
+            yield exact_pandas(out)
+
+
 def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, type_column: str | None = None,
                        time_column: str = "time") -> "DataFrame":
     """The streaming form of ``MATCH_TREND`` (see the module docstring): ``watermark`` is

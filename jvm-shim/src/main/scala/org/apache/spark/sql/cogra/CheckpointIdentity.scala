@@ -10,10 +10,10 @@ import com.fasterxml.jackson.databind.node.ObjectNode
 import org.apache.hadoop.fs.Path
 
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.{ExprId, PythonUDF}
-import org.apache.spark.sql.catalyst.rules.Rule
-import org.apache.spark.sql.execution.{ColumnarRule, SparkPlan}
-import org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkExec
+import org.apache.spark.sql.catalyst.expressions.{ExprId, Expression, PythonUDF}
+import org.apache.spark.sql.execution.SparkPlan
+import org.apache.spark.sql.execution.python.streaming.{FlatMapGroupsInPandasWithStateExec, TransformWithStateInPySparkExec}
+import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 
 /**
  * A streaming MATCH_TREND's state belongs to the query that wrote it: this check stores the
@@ -23,10 +23,9 @@ import org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySpa
  * runs, naming each changed clause and the checkpoint; a stream restarted with the same
  * query, or another watermark delay, continues.
  *
- * It runs as a columnar rule: Spark applies those while preparing each micro-batch's physical
- * plan on the driver, after its incremental planner has given every stateful operator its
- * state location (`StatefulOperatorStateInfo`), and before any task starts. A planner strategy
- * or optimizer rule would not see the checkpoint; a query listener could not stop the query.
+ * It runs in `StreamPreparation`, on each micro-batch's physical plan on the driver, after
+ * Spark's incremental planner has given every stateful operator its state location
+ * (`StatefulOperatorStateInfo`), and before any task starts.
  * The identity reaches the physical operator through its Python function's result id,
  * registered when `MatchTrend.planStream` builds the call.
  */
@@ -50,27 +49,23 @@ private[cogra] object CheckpointIdentity {
     identities.put(udf.resultId, mapper.writeValueAsString(tree))
   }
 
-  def rule(session: SparkSession): ColumnarRule = new ColumnarRule {
-    override def preColumnarTransitions: Rule[SparkPlan] = new Rule[SparkPlan] {
-      override def apply(plan: SparkPlan): SparkPlan = {
-        if (!identities.isEmpty) {
-          plan.foreach {
-            case t: TransformWithStateInPySparkExec if t.stateInfo.isDefined =>
-              t.functionExpr match {
-                case u: PythonUDF if identities.containsKey(u.resultId) =>
-                  check(session, t, identities.get(u.resultId))
-                case _ =>
-              }
-            case _ =>
-          }
-        }
-        plan
-      }
+  /** Checks every MATCH_TREND stateful operator of a micro-batch's physical plan. */
+  def checkPlan(session: SparkSession, plan: SparkPlan): Unit = if (!identities.isEmpty) {
+    plan.foreach {
+      case t: TransformWithStateInPySparkExec => checkOperator(session, t.functionExpr, t.stateInfo)
+      case a: FlatMapGroupsInPandasWithStateExec => checkOperator(session, a.functionExpr, a.stateInfo)
+      case _ =>
     }
   }
 
-  private def check(session: SparkSession, op: TransformWithStateInPySparkExec, identity: String): Unit = {
-    val info = op.stateInfo.get
+  private def checkOperator(session: SparkSession, function: Expression,
+      stateInfo: Option[StatefulOperatorStateInfo]): Unit = (function, stateInfo) match {
+    case (u: PythonUDF, Some(info)) if identities.containsKey(u.resultId) =>
+      check(session, info, identities.get(u.resultId))
+    case _ =>
+  }
+
+  private def check(session: SparkSession, info: StatefulOperatorStateInfo, identity: String): Unit = {
     // EXPLAIN of a streaming query plans with an unknown location: nothing to compare.
     val state = new Path(info.checkpointLocation)
     if (info.checkpointLocation.contains("<unknown>") || state.getName != "state") return

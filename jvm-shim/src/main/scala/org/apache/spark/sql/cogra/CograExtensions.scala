@@ -39,8 +39,8 @@ class CograExtensions extends (SparkSessionExtensions => Unit) {
     CheckpointIdentity.Directory.length
     extensions.injectTableFunction(
       (FunctionIdentifier(MatchTrend.FunctionName), CograExtensions.info, MatchTrend.builder _))
-    // A streaming MATCH_TREND's checkpoint is checked against its query before each run.
-    extensions.injectColumnar(session => CheckpointIdentity.rule(session))
+    // A streaming MATCH_TREND's micro-batch plans: the checkpoint checked, late rows dropped.
+    extensions.injectColumnar(session => StreamPreparation.rule(session))
   }
 }
 

@@ -12,6 +12,7 @@ import org.apache.spark.sql.catalyst.types.DataTypeUtils
 import org.apache.spark.sql.errors.QueryCompilationErrors
 import org.apache.spark.sql.execution.python.UserDefinedPythonTableFunctionAnalyzeRunner
 import org.apache.spark.sql.internal.SQLConf
+import org.apache.spark.sql.types.{BinaryType, StringType, StructType, TimestampType}
 
 /**
  * Builds the plan of a `MATCH_TREND(TABLE(t), query, ...)` call.
@@ -46,6 +47,18 @@ private[cogra] object MatchTrend {
   val GroupKey = "__cogra_group"
   val StreamModule = "cogra.spark.streaming"
   val StreamFactory = "make_stream_command"
+  val GroupStateFactory = "make_group_state_command"
+  val PackModule = "cogra.spark.stream_packing"
+  val PackFactory = "make_pack_function"
+  val PackName = "MATCH_TREND_PACK"
+  /** `spark.cogra.streaming.operator`: `transformWithState` (one pandas operator) or `packed`
+   * (each group's rows of a task packed as Arrow, then `applyInPandasWithState`). */
+  val OperatorSetting = "spark.cogra.streaming.operator"
+  val TransformWithState = "transformWithState"
+  val Packed = "packed"
+  val PackedSchema: StructType = new StructType().add(GroupKey, StringType).add("payload", BinaryType)
+    .add(EventTimeAlias, TimestampType)
+  val GroupStateSchema: StructType = new StructType().add("snapshot", BinaryType)
   val StateStoreKey = "spark.sql.streaming.stateStore.providerClass"
   val RocksDBProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
   val SettingsPrefix = "spark.cogra."
@@ -136,9 +149,12 @@ private[cogra] object MatchTrend {
       case e => fail(s"$DisplayName: unexpected key ${e.sql}")
     }
     val session = SparkSession.active.asInstanceOf[classic.SparkSession]
+    val operator = SQLConf.get.getConfString(OperatorSetting, TransformWithState)
+    checkSetting(OperatorSetting, operator)
+    val packed = operator.trim.equalsIgnoreCase(Packed)
     // transformWithState keeps its state in RocksDB only: the session's default (HDFS-backed)
     // store is switched over; a store the user chose is an error that says so.
-    SQLConf.get.getConfString(StateStoreKey, "") match {
+    if (!packed) SQLConf.get.getConfString(StateStoreKey, "") match {
       case RocksDBProvider =>
       case "" => session.conf.set(StateStoreKey, RocksDBProvider)
       case other => fail(s"$DisplayName over a streaming table keeps its state with Spark's " +
@@ -174,32 +190,65 @@ private[cogra] object MatchTrend {
     val keyJson = UnresolvedFunction("to_json", Seq(CreateStruct(
       keyNames.map(k => UnresolvedAttribute.quoted(k)) ++ userKeys.zip(userKeyNames).map {
         case (e, n) => Alias(e, n)() })), isDistinct = false)
+    // The packed operator reads its rows as Arrow: no wire forms.
     val projectList = columns.map(c => wires.get(nameOf(c)) match {
-        case Some(wire) => Alias(wire, nameOf(c))()
-        case None => named(c)
+        case Some(wire) if !packed => Alias(wire, nameOf(c))()
+        case _ => named(c)
       }) ++
       (if (timed.isDefined) Seq(timeRef) else Nil) ++
       Seq(Alias(keyJson, GroupKey)())
     child = Project(projectList, child)
     val input = classic.Dataset.ofRows(session, child)
-    val groups = Seq(input.col(GroupKey))
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
     val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
       s""""own_watermark": ${watermark.isEmpty}""" + "}"
-    val command = PythonCommands.call(StreamModule, StreamFactory, Seq(
-      PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options)))
-    val udf = PythonUDF(
-      name = DisplayName,
-      func = PythonCommands.function(command, exec),
-      dataType = analyzed.schema,
-      children = input.logicalPlan.output,
-      evalType = PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF,
-      udfDeterministic = true)
-    CheckpointIdentity.register(udf, identity, userKeys.map(_.sql))
-    input.groupBy(groups: _*)
-      .transformWithStateInPandas(classic.ExpressionUtils.column(udf), analyzed.schema, "Append",
-        "EventTime", null, "")
-      .logicalPlan
+    def stateFunction(factory: String, inputs: Seq[Expression], evalType: Int): PythonUDF = {
+      val command = PythonCommands.call(StreamModule, factory, Seq(
+        PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options)))
+      val udf = PythonUDF(
+        name = DisplayName,
+        func = PythonCommands.function(command, exec),
+        dataType = analyzed.schema,
+        children = inputs,
+        evalType = evalType,
+        udfDeterministic = true)
+      CheckpointIdentity.register(udf, identity, userKeys.map(_.sql))
+      udf
+    }
+    if (packed) {
+      // The packed rows carry their largest event time, under the input's watermark: the
+      // stateful operator's event-time timeouts need a watermarked column (the rows are
+      // never late there: LateRows dropped those before packing).
+      val time = input.logicalPlan.output.find(_.name == EventTimeAlias).getOrElse(
+        fail(s"$DisplayName: the input's watermark column is not among its columns"))
+      val packedOutput = DataTypeUtils.toAttributes(PackedSchema).map {
+        case a if a.name == EventTimeAlias => a.withMetadata(time.metadata)
+        case a => a
+      }
+      val pack = PythonUDF(
+        name = PackName,
+        func = PythonCommands.function(PythonCommands.udfCall(PackModule, PackFactory, Seq(
+          PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options))), exec),
+        dataType = PackedSchema,
+        children = input.logicalPlan.output,
+        evalType = PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
+        udfDeterministic = true)
+      val rows = classic.Dataset.ofRows(session, MapInArrow(
+        pack, packedOutput, input.logicalPlan, isBarrier = false, profile = None))
+      val udf = stateFunction(GroupStateFactory, rows.logicalPlan.output,
+        PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE)
+      rows.groupBy(rows.col(GroupKey))
+        .applyInPandasWithState(classic.ExpressionUtils.column(udf), analyzed.schema, GroupStateSchema,
+          "append", "EventTimeTimeout")
+        .logicalPlan
+    } else {
+      val udf = stateFunction(StreamFactory, input.logicalPlan.output,
+        PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF)
+      input.groupBy(input.col(GroupKey))
+        .transformWithStateInPandas(classic.ExpressionUtils.column(udf), analyzed.schema, "Append",
+          "EventTime", null, "")
+        .logicalPlan
+    }
   }
 
   /**
@@ -235,6 +284,11 @@ private[cogra] object MatchTrend {
       val routes = Seq("auto", "streamed", "chunked", "sliced")
       if (!routes.contains(value.trim.toLowerCase(java.util.Locale.ROOT))) {
         fail(s"$key must be one of ${routes.mkString(", ")}, not '$value'")
+      }
+    case OperatorSetting =>
+      val operators = Seq(TransformWithState, Packed)
+      if (!operators.exists(_.equalsIgnoreCase(value.trim))) {
+        fail(s"$key must be one of ${operators.mkString(", ")}, not '$value'")
       }
     case "spark.cogra.worker.sliceRows" | "spark.cogra.worker.chunkRows" |
         "spark.cogra.worker.maxGroupRows" | "spark.cogra.maxWindowsPerEvent" =>
