@@ -283,3 +283,23 @@ def test_the_route_without_the_shim_streams_times_before_zero(tmp_path):
     got = sink_rows(tmp_path / "out", cogra.result_schema(query, table.schema).names)
     want = closed(query, table, -20 + (n - 1) // 2 - DELAY)
     assert len(want) >= 15 and sorted(got) == sorted(want)
+
+
+def test_two_watermarks_and_a_bad_operator_are_errors_at_analysis(spark, tmp_path):
+    """watermark => over an input with a watermark of its own would mix two clocks; an
+    unknown operator setting names the choices."""
+    from pyspark.errors import AnalysisException
+
+    table = pa.table({"type": ["A"], "time": pa.array([1_000_000], pa.int64()).cast(pa.timestamp("us", tz="UTC"))})
+    pq.write_table(table, tmp_path / "p.parquet")
+    stream = spark.readStream.schema(spark.read.parquet(str(tmp_path)).schema).parquet(str(tmp_path))
+    stream.withWatermark("time", "5 seconds").createOrReplaceTempView("own")
+    query = sql_literal("RETURN COUNT(*) PATTERN A+ WITHIN 10 seconds")
+    with pytest.raises(AnalysisException, match="has a watermark of its own .on time.; give either"):
+        spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(own), {query}, watermark => '5 seconds')")
+    spark.conf.set(OPERATOR, "pandas")
+    try:
+        with pytest.raises(AnalysisException, match="streaming.operator must be one of transformWithState, packed"):
+            spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(own), {query})")
+    finally:
+        spark.conf.unset(OPERATOR)

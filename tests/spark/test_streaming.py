@@ -80,6 +80,20 @@ def start(spark, root: Path, query: str, schema, route: str = "dataframe"):
             .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start())
 
 
+@pytest.fixture(autouse=True, params=["transformWithState", "packed"])
+def operator(request):
+    """Every stream through the shim runs on each streaming operator."""
+    if "spark" not in request.fixturenames and "stream_conf" not in request.fixturenames:
+        if request.param != "transformWithState":
+            pytest.skip("no stream through the shim")
+        yield request.param
+        return
+    spark = request.getfixturevalue("spark")
+    spark.conf.set("spark.cogra.streaming.operator", request.param)
+    yield request.param
+    spark.conf.unset("spark.cogra.streaming.operator")
+
+
 @pytest.fixture
 def stream_conf(spark):
     spark.conf.set("spark.sql.ansi.enabled", "false")

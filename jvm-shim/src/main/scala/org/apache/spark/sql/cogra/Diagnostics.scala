@@ -9,8 +9,8 @@ import net.razorvine.pickle.Unpickler
 
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
-import org.apache.spark.sql.catalyst.expressions.PythonUDF
-import org.apache.spark.sql.catalyst.plans.logical.TransformWithStateInPySpark
+import org.apache.spark.sql.catalyst.expressions.{Expression, PythonUDF}
+import org.apache.spark.sql.catalyst.plans.logical.{FlatMapGroupsInPandasWithState, TransformWithStateInPySpark}
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper
 import org.apache.spark.sql.streaming.StreamingQueryListener
@@ -86,7 +86,10 @@ object Diagnostics extends AdaptiveSparkPlanHelper with Logging {
     override def onQueryProgress(event: StreamingQueryListener.QueryProgressEvent): Unit = {
       val p = event.progress
       val late = p.stateOperators
-        .filter(_.operatorName.toLowerCase(java.util.Locale.ROOT).contains("transformwithstate"))
+        .filter { o =>
+          val name = o.operatorName.toLowerCase(java.util.Locale.ROOT)
+          name.contains("transformwithstate") || name.contains("pandaswithstate")
+        }
         .map(_.numRowsDroppedByWatermark).sum
       if (late > 0 && isMatchTrend(p.id)) {
         val watermark = Option(p.eventTime.get("watermark")).getOrElse("?")
@@ -97,12 +100,15 @@ object Diagnostics extends AdaptiveSparkPlanHelper with Logging {
 
     private def isMatchTrend(id: java.util.UUID): Boolean = Option(session.streams.get(id)).exists {
       case w: StreamingQueryWrapper => w.streamingQuery.logicalPlan.exists {
-        case t: TransformWithStateInPySpark => t.functionExpr match {
-          case u: PythonUDF => u.name == MatchTrend.DisplayName
-          case _ => false
-        }
+        case t: TransformWithStateInPySpark => named(t.functionExpr)
+        case a: FlatMapGroupsInPandasWithState => named(a.functionExpr)
         case _ => false
       }
+      case _ => false
+    }
+
+    private def named(function: Expression): Boolean = function match {
+      case u: PythonUDF => u.name == MatchTrend.DisplayName
       case _ => false
     }
   }

@@ -133,6 +133,10 @@ private[cogra] object MatchTrend {
         "event may arrive), or a watermark on the input (withWatermark): a window's rows are " +
         "final only once no event of it can come any more")
     }
+    if (watermark.isDefined && ownWatermark.isDefined) {
+      fail(s"$DisplayName: the input has a watermark of its own (on ${ownWatermark.get.name}); " +
+        "give either watermark => or the input's watermark, not both")
+    }
     val selected = analyzed.selectedInputExpressions
     def aliased(s: PythonUDTFSelectedExpression, p: String => Boolean) = s.alias.exists(p)
     val filters = selected.filter(aliased(_, _ == FilterAlias))
@@ -164,13 +168,17 @@ private[cogra] object MatchTrend {
 
     // The event time on every input row: ours (the time shifted, cogra.spark.event_time)
     // with its watermark, or the input's own watermark column under our name.
+    // (The input's own watermark column, as the input outputs it: with its watermark.)
+    val ownColumn = ownWatermark.flatMap(w => table.plan.output.find(_.exprId == w.exprId))
     val timed: Option[Expression] = watermark match {
       case Some(_) => eventTime
-      case None => ownWatermark.filter(a => table.plan.outputSet.contains(a))
+      case None => ownColumn
     }
     var child: LogicalPlan = table.plan
     timed.foreach { e =>
-      child = Project(table.plan.output :+ Alias(e, EventTimeAlias)(), child)
+      // An alias would drop the watermark of the input's own column: it is kept explicitly.
+      val metadata = ownColumn.filter(_ => watermark.isEmpty).map(_.metadata)
+      child = Project(table.plan.output :+ Alias(e, EventTimeAlias)(explicitMetadata = metadata), child)
     }
     var rows = classic.Dataset.ofRows(session, child)
     watermark.foreach(delay => rows = rows.withWatermark(EventTimeAlias, delay))
