@@ -10,7 +10,8 @@ them all at different points.  The queries come from the property generator
 and aggregate), with a window added where the generator drew none.  The sinks are read by
 Spark, through their commit logs: a killed batch's files are not part of the output.
 
-``make test`` runs one driver (two kills); ``-m slow`` runs ``COGRA_RECOVERY_DRIVERS``
+Drivers alternate between the streaming operators (``spark.cogra.streaming.operator``).
+``make test`` runs two drivers (two kills each); ``-m slow`` runs ``COGRA_RECOVERY_DRIVERS``
 drivers (default 40) of ``COGRA_RECOVERY_KILLS`` kills each (default 5): 200 kills."""
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ DRIVER = textwrap.dedent("""
     config = json.loads(sys.argv[1])
     root = config["root"]
     spark = session(master="local[2]", **{"spark.sql.shuffle.partitions": "3",
-                                          "spark.sql.ansi.enabled": "false"})
+                                          "spark.sql.ansi.enabled": "false",
+                                          "spark.cogra.streaming.operator": config["operator"]})
     spark.sparkContext.setLogLevel("ERROR")
     schema = spark.read.parquet(root + "/schema.parquet").schema
     writers = []
@@ -78,11 +80,15 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+OPERATORS = ("transformWithState", "packed")
+
+
 @dataclass(frozen=True)
 class RecoveryCase:
     queries: tuple[str, ...]
     seed: int
     kills: int
+    operator: str
 
 
 def windowed(text: str, rng: random.Random) -> str:
@@ -107,8 +113,10 @@ def draw_cases(drivers: int, kills: int, random_seed: int) -> list[RecoveryCase]
     collect()
     rng = random.Random(random_seed)
     texts = [windowed(t, rng) for t in texts]
-    return [RecoveryCase(tuple(texts[i:i + STREAMS_PER_DRIVER]), random_seed * 1000 + i, kills)
-            for i in range(0, len(texts) - STREAMS_PER_DRIVER + 1, STREAMS_PER_DRIVER)][:drivers]
+    starts = range(0, len(texts) - STREAMS_PER_DRIVER + 1, STREAMS_PER_DRIVER)
+    return [RecoveryCase(tuple(texts[i:i + STREAMS_PER_DRIVER]), random_seed * 1000 + i, kills,
+                         OPERATORS[k % len(OPERATORS)])
+            for k, i in enumerate(starts)][:drivers]
 
 
 def events(case: RecoveryCase) -> pa.Table:
@@ -125,7 +133,8 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
     parts = [table.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, ROWS])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), str(ROOT)]),
            "COGRA_GENERATED_KERNELS": "0", "COGRA_BACKGROUND_COMPILE": "0"}
-    config = json.dumps({"root": str(root), "queries": list(case.queries), "delay": DELAY})
+    config = json.dumps({"root": str(root), "queries": list(case.queries), "delay": DELAY,
+                         "operator": case.operator})
     written = 0
     log = []
 
@@ -180,7 +189,7 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
                                       f"query:\n{query}\n" + "\n".join(log))
 
 
-@pytest.mark.parametrize("case", draw_cases(1, 2, 46), ids=lambda c: f"seed{c.seed}")
+@pytest.mark.parametrize("case", draw_cases(2, 2, 46), ids=lambda c: f"{c.operator}-seed{c.seed}")
 def test_killed_and_restarted_streams_equal_batch(spark, tmp_path, case):
     run_case(spark, case, tmp_path)
 
@@ -190,6 +199,6 @@ SLOW_KILLS = int(os.environ.get("COGRA_RECOVERY_KILLS", "5"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", draw_cases(SLOW_DRIVERS, SLOW_KILLS, 4600), ids=lambda c: f"seed{c.seed}")
+@pytest.mark.parametrize("case", draw_cases(SLOW_DRIVERS, SLOW_KILLS, 4600), ids=lambda c: f"{c.operator}-seed{c.seed}")
 def test_killed_and_restarted_streams_equal_batch_more(spark, tmp_path, case):
     run_case(spark, case, tmp_path)
