@@ -251,6 +251,21 @@ def test_the_negation_section_is_embedded_in_benchmarks_md_once(tmp_path: Path) 
     assert "| skip-till-next-match | with NOT | 0.002 s (2000 ns/event) | 0.004 s (2000 ns/event) |" in text
 
 
+def test_the_streaming_operators_section_puts_the_plans_side_by_side(tmp_path: Path) -> None:
+    from cogra.bench import streaming_operators
+    from cogra.bench.sections import markers
+
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\ntext\n\n## Files\n\nraw\n")
+    rows = [{"query": q, "plan": p, "rows_per_second": 1000 * (i + 1), "commit_ms": None if p == "source" else 7}
+            for q in streaming_operators.QUERIES for i, p in enumerate(streaming_operators.PLANS)]
+    result = {"quick": True, "date": "2026-11-29", "cores": 2, "rows": rows, "rows_per_file": 20_000}
+    streaming_operators.write_report(result, tmp_path)
+    text = (tmp_path / "benchmarks.md").read_text()
+    assert text.count(markers("streaming-operators")[0]) == 1
+    assert "| source | 1,000 rows/s | 1,000 rows/s | 1,000 rows/s |" in text
+    assert "| cogra packed | 6,000 rows/s, commit 7 ms | 6,000 rows/s, commit 7 ms | 6,000 rows/s, commit 7 ms |" in text
+
+
 def test_the_negation_queries_differ_only_by_the_negation() -> None:
     import cogra
     from cogra.bench import negation

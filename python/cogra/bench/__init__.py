@@ -5,6 +5,7 @@
     cogra bench --experiments any-events,mixed-vs-greta --time-limit 120
     cogra bench --list               # the experiments
     cogra bench --experiments streaming   # q1-q3 over Structured Streaming (opt-in; Spark)
+    cogra bench --experiments streaming-operators   # each streaming plan's cost per row (opt-in; Spark)
     cogra bench --experiments first-run   # a fresh process's and a fresh executor's first query (opt-in)
     cogra bench --experiments flink-cep   # against Flink CEP (opt-in; cogra[bench-flink] and a JDK)
     cogra bench --report-only bench-results/20260101-120000   # regenerate the docs
@@ -95,6 +96,8 @@ def run_command(args: argparse.Namespace) -> int:
         print(f"{'':<16} target: issue 'First run and clusters' (cogra.bench.first_run)")
         print(f"{'streaming':<16} q1-q3 over Structured Streaming: sustained rate, latency, state size  (opt-in)")
         print(f"{'':<16} target: issue 'Streaming', item 7 (cogra.bench.streaming)")
+        print(f"{'streaming-operators':<16} q1-q3 per streaming operator against Spark's window aggregation and each operator's no-op  (opt-in)")
+        print(f"{'':<16} target: issue 'Streaming at the speed of Spark' (cogra.bench.streaming_operators)")
         print(f"{'negation':<16} SEQ(A+, NOT N, B) against SEQ(A+, B): time per event by events per window  (opt-in)")
         print(f"{'':<16} target: issue 'Language', cost linear in the events per window (cogra.bench.negation)")
         print(f"{'whole-call':<16} the whole cogra.evaluate call against its kernel alone, one window  (opt-in)")

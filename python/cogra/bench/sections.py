@@ -1,5 +1,5 @@
 """Sections of docs/benchmarks.md measured by commands of their own (``streaming``,
-``first-run``, ``negation``, ``whole-call``, ``flink-cep``): each is written to ``docs/benchmarks/<name>.md`` and embedded between
+``streaming-operators``, ``first-run``, ``negation``, ``whole-call``, ``flink-cep``): each is written to ``docs/benchmarks/<name>.md`` and embedded between
 markers, so that regenerating the main report keeps them."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-SECTIONS = ("first-run", "streaming", "negation", "whole-call", "flink-cep")
+SECTIONS = ("first-run", "streaming", "streaming-operators", "negation", "whole-call", "flink-cep")
 """In the order they appear, before the Files section."""
 
 
