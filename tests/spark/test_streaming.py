@@ -80,9 +80,27 @@ def start(spark, root: Path, query: str, schema, route: str = "dataframe"):
             .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start())
 
 
-@pytest.fixture(autouse=True, params=["transformWithState", "packed"])
+PACKED_IN_THE_DEFAULT_SUITE = {"test_late_events_are_dropped_and_counted", "test_the_inputs_own_watermark_serves",
+                               "test_partition_by_keys_the_stream", "test_restart_from_the_checkpoint_after_a_stop"}
+
+
+def pytest_generate_tests(metafunc):
+    """Every stream through the shim runs on each streaming operator; the packed operator's
+    runs of the other tests here are marked slow (tests/spark/test_stream_hazards.py and
+    the recovery test compare random and hostile streams with batch on both)."""
+    if "operator" not in metafunc.fixturenames:
+        return
+    name = metafunc.definition.name
+    packed = ["packed"] if name in PACKED_IN_THE_DEFAULT_SUITE else [pytest.param("packed", marks=pytest.mark.slow)]
+    metafunc.parametrize("operator", ["transformWithState", *packed], indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def operator(request):
-    """Every stream through the shim runs on each streaming operator."""
+    """The streaming operator a test's streams are planned on (see pytest_generate_tests)."""
+    if not hasattr(request, "param"):
+        yield None
+        return
     if "spark" not in request.fixturenames and "stream_conf" not in request.fixturenames:
         if request.param != "transformWithState":
             pytest.skip("no stream through the shim")
