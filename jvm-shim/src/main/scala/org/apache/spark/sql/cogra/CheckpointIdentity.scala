@@ -72,7 +72,10 @@ private[cogra] object CheckpointIdentity {
     if (!checked.add((info.queryRunId.toString, info.operatorId))) return
     val file = new Path(new Path(state.getParent, Directory), s"match_trend-${info.operatorId}.json")
     val fs = file.getFileSystem(session.sessionState.newHadoopConf())
-    if (!fs.exists(file)) {
+    // A checkpoint without a committed micro-batch holds no state yet: any query may take it.
+    val commits = new Path(state.getParent, "commits")
+    val committed = fs.exists(commits) && fs.listStatus(commits).exists(_.getPath.getName.forall(_.isDigit))
+    if (!fs.exists(file) || !committed) {
       val out = fs.create(file, true)
       try out.write(identity.getBytes(StandardCharsets.UTF_8)) finally out.close()
       return
