@@ -65,9 +65,31 @@ def run(spark, root: Path, query: str, parts: list[pa.Table], *, delay: int = DE
 OPERATOR = "spark.cogra.streaming.operator"
 
 
-@pytest.fixture(autouse=True, params=["transformWithState", "packed"])
+PACKED_IN_THE_DEFAULT_SUITE = {
+    "test_counts_and_sums_past_2_53_next_to_nulls_stay_exact", "test_events_at_time_zero_and_before_are_events",
+    "test_rows_of_types_the_pattern_does_not_name_advance_the_watermark",
+    "test_the_same_query_reformatted_with_another_delay_continues",
+    "test_two_watermarks_and_a_bad_operator_are_errors_at_analysis",
+}
+
+
+def pytest_generate_tests(metafunc):
+    """Every test of a stream through the shim runs on each streaming operator; the packed
+    operator's runs of the others are marked slow (the recovery test runs it in the
+    default suite too)."""
+    if "operator" not in metafunc.fixturenames:
+        return
+    name = metafunc.definition.name
+    packed = ["packed"] if name in PACKED_IN_THE_DEFAULT_SUITE else [pytest.param("packed", marks=pytest.mark.slow)]
+    metafunc.parametrize("operator", ["transformWithState", *packed], indirect=True)
+
+
+@pytest.fixture(autouse=True)
 def operator(request):
-    """Every test of a stream through the shim runs on each streaming operator."""
+    """The streaming operator a test's streams are planned on (see pytest_generate_tests)."""
+    if not hasattr(request, "param"):
+        yield None
+        return
     if "spark" not in request.fixturenames and "non_ansi" not in request.fixturenames:
         if request.param != "transformWithState":
             pytest.skip("no stream through the shim")
