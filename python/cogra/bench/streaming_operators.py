@@ -137,7 +137,7 @@ def measure(spark: Any, plan: str, name: str, path: str, work: Path) -> dict:
     progress = sorted((p for p in stream.recentProgress if p.get("numInputRows")), key=lambda p: p["batchId"])[2:]
     rows = sum(p["numInputRows"] for p in progress)
     busy = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
-    commits = [sum(o.get("commitTimeMs", 0) for o in p.get("stateOperators", [])) for p in progress]
+    commits = [sum(o.get("commitTimeMs", 0) for o in p["stateOperators"]) for p in progress if p.get("stateOperators")]
     return {"query": name, "plan": plan, "batches": len(progress), "rows": rows, "busy_seconds": round(busy, 3),
             "rows_per_second": round(rows / busy) if busy else None,
             "commit_ms": round(sum(commits) / len(commits)) if commits else None}
