@@ -105,3 +105,20 @@ def test_wire_forms_keep_every_value():
     out = exact_pandas(pa.table({"c": pa.array([2**60 - 1, None], pa.int64())}))
     assert out["c"].iloc[0] == 2**60 - 1 and pd.isna(out["c"].iloc[1])
     assert pa.Array.from_pandas(out["c"]).to_pylist() == [2**60 - 1, None]
+
+
+def test_packing_groups_rows_and_refuses_times_outside_the_range():
+    from cogra.errors import DataError
+    from cogra.spark.stream_packing import check_event_times, pack, read_payload
+
+    stamps = pa.timestamp("us", tz="UTC")
+    batch = pa.record_batch({"time": pa.array([1, 2, 3, 4], pa.int64()), "v": [10, 20, 30, None],
+                             "__cogra_event_time": pa.array([5, 7, 6, None], stamps),
+                             "__cogra_group": ["a", "b", "a", "a"]})
+    packed = pack(batch, ["time", "v"]).to_pylist()
+    assert [r["__cogra_group"] for r in packed] == ["a", "b"]
+    assert read_payload(packed[0]["payload"]).to_pydict() == {"time": [1, 3, 4], "v": [10, 30, None]}
+    assert [r["__cogra_event_time"].microsecond for r in packed] == [6, 7]  # each group's latest
+    with pytest.raises(DataError, match="outside the range"):
+        check_event_times(batch, "time")
+    check_event_times(batch.slice(0, 3), "time")

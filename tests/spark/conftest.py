@@ -33,3 +33,34 @@ def spark():
     spark.sparkContext.setLogLevel("ERROR")
     yield spark
     spark.stop()
+
+
+OPERATOR = "spark.cogra.streaming.operator"
+
+
+def parametrize_operators(metafunc, default_suite: set[str]) -> None:
+    """Run each test of a streaming test module on both streaming operators: the packed
+    operator's runs of tests not in ``default_suite`` are marked slow."""
+    if "operator" not in metafunc.fixturenames:
+        return
+    name = metafunc.definition.name
+    packed = ["packed"] if name in default_suite else [pytest.param("packed", marks=pytest.mark.slow)]
+    metafunc.parametrize("operator", ["transformWithState", *packed], indirect=True)
+
+
+@pytest.fixture
+def operator(request):
+    """The streaming operator a test's streams are planned on (``parametrize_operators``;
+    a module opts in with ``pytestmark = pytest.mark.usefixtures("operator")``)."""
+    if not hasattr(request, "param"):
+        yield None
+        return
+    if "spark" not in request.fixturenames:
+        if request.param != "transformWithState":
+            pytest.skip("no stream through the shim")
+        yield request.param
+        return
+    spark = request.getfixturevalue("spark")
+    spark.conf.set(OPERATOR, request.param)
+    yield request.param
+    spark.conf.unset(OPERATOR)

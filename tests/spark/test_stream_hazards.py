@@ -17,9 +17,10 @@ import pytest
 pytest.importorskip("pyspark")
 
 import cogra  # noqa: E402
+from tests.spark.conftest import OPERATOR, parametrize_operators  # noqa: E402
 from tests.spark.rows import same_rows, sql_literal  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("operator")]
 
 DELAY = 2
 
@@ -62,9 +63,6 @@ def run(spark, root: Path, query: str, parts: list[pa.Table], *, delay: int = DE
         writer.stop()
 
 
-OPERATOR = "spark.cogra.streaming.operator"
-
-
 PACKED_IN_THE_DEFAULT_SUITE = {
     "test_counts_and_sums_past_2_53_next_to_nulls_stay_exact", "test_events_at_time_zero_and_before_are_events",
     "test_rows_of_types_the_pattern_does_not_name_advance_the_watermark",
@@ -74,31 +72,7 @@ PACKED_IN_THE_DEFAULT_SUITE = {
 
 
 def pytest_generate_tests(metafunc):
-    """Every test of a stream through the shim runs on each streaming operator; the packed
-    operator's runs of the others are marked slow (the recovery test runs it in the
-    default suite too)."""
-    if "operator" not in metafunc.fixturenames:
-        return
-    name = metafunc.definition.name
-    packed = ["packed"] if name in PACKED_IN_THE_DEFAULT_SUITE else [pytest.param("packed", marks=pytest.mark.slow)]
-    metafunc.parametrize("operator", ["transformWithState", *packed], indirect=True)
-
-
-@pytest.fixture(autouse=True)
-def operator(request):
-    """The streaming operator a test's streams are planned on (see pytest_generate_tests)."""
-    if not hasattr(request, "param"):
-        yield None
-        return
-    if "spark" not in request.fixturenames and "non_ansi" not in request.fixturenames:
-        if request.param != "transformWithState":
-            pytest.skip("no stream through the shim")
-        yield request.param
-        return
-    spark = request.getfixturevalue("spark")
-    spark.conf.set(OPERATOR, request.param)
-    yield request.param
-    spark.conf.unset(OPERATOR)
+    parametrize_operators(metafunc, PACKED_IN_THE_DEFAULT_SUITE)
 
 
 @pytest.fixture

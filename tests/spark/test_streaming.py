@@ -22,9 +22,10 @@ pytest.importorskip("pyspark")
 
 import cogra  # noqa: E402
 from cogra import datasets  # noqa: E402
+from tests.spark.conftest import parametrize_operators  # noqa: E402
 from tests.spark.rows import same_rows, sql_literal  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("operator")]
 
 ROOT = Path(__file__).resolve().parents[2]
 START = 1_700_000_000  # epoch seconds: Spark's first watermark (0) would drop events at time 0
@@ -85,31 +86,7 @@ PACKED_IN_THE_DEFAULT_SUITE = {"test_late_events_are_dropped_and_counted", "test
 
 
 def pytest_generate_tests(metafunc):
-    """Every stream through the shim runs on each streaming operator; the packed operator's
-    runs of the other tests here are marked slow (tests/spark/test_stream_hazards.py and
-    the recovery test compare random and hostile streams with batch on both)."""
-    if "operator" not in metafunc.fixturenames:
-        return
-    name = metafunc.definition.name
-    packed = ["packed"] if name in PACKED_IN_THE_DEFAULT_SUITE else [pytest.param("packed", marks=pytest.mark.slow)]
-    metafunc.parametrize("operator", ["transformWithState", *packed], indirect=True)
-
-
-@pytest.fixture(autouse=True)
-def operator(request):
-    """The streaming operator a test's streams are planned on (see pytest_generate_tests)."""
-    if not hasattr(request, "param"):
-        yield None
-        return
-    if "spark" not in request.fixturenames and "stream_conf" not in request.fixturenames:
-        if request.param != "transformWithState":
-            pytest.skip("no stream through the shim")
-        yield request.param
-        return
-    spark = request.getfixturevalue("spark")
-    spark.conf.set("spark.cogra.streaming.operator", request.param)
-    yield request.param
-    spark.conf.unset("spark.cogra.streaming.operator")
+    parametrize_operators(metafunc, PACKED_IN_THE_DEFAULT_SUITE)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ watermark) and the group key ``__cogra_group``; a payload holds the query's colu
 
 from __future__ import annotations
 
+import json
 import pickle
 from typing import Any, Iterable, Iterator
 
@@ -61,17 +62,33 @@ def pack(batch: pa.RecordBatch, columns: list[str]) -> pa.RecordBatch:
                            schema=PACKED_SCHEMA)
 
 
-def make_pack_function(analyze_result: bytes, options: str) -> Any:  # noqa: ARG001
+def check_event_times(batch: pa.RecordBatch, time_column: str) -> None:
+    """A DataError if a row has a time but no event time: outside the range a stream's
+    watermark reads (:mod:`cogra.spark.event_time`)."""
+    times = batch.column(batch.schema.get_field_index(time_column))
+    event_times = batch.column(batch.schema.get_field_index(EVENT_TIME))
+    outside = pc.and_(pc.is_valid(times), pc.is_null(event_times))
+    if pc.any(outside).as_py():
+        from cogra.spark import event_time
+
+        event_time.check_event_times(times.to_pandas(), event_times.to_pandas(), time_column)
+
+
+def make_pack_function(analyze_result: bytes, options: str) -> Any:
     """The MapInArrow function of the ``packed`` operator (built by the shim)."""
     result = pickle.loads(analyze_result)
     columns = list(result.input_columns)
+    own_watermark = json.loads(options).get("own_watermark", False)
 
     def run(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             if batch.num_rows:
+                if not own_watermark:
+                    check_event_times(batch, result.time_column)
                 yield pack(batch, columns)
 
     return run
 
 
-__all__ = ["GROUP", "PACKED_SCHEMA", "PAYLOAD", "make_pack_function", "pack", "read_payload"]
+__all__ = ["EVENT_TIME", "GROUP", "PACKED_SCHEMA", "PAYLOAD", "check_event_times", "make_pack_function", "pack",
+           "read_payload"]

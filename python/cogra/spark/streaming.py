@@ -33,6 +33,7 @@ offers one timeout per group and a state of fixed columns.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
@@ -52,49 +53,82 @@ ALL = "__cogra_all"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
+@dataclass(frozen=True)
+class GroupQuery:
+    """What every group's evaluation of one streaming call shares: the query over the
+    selected columns' schema, and how Spark's watermark maps to the time column
+    (``event_time_offset``: :data:`~cogra.spark.event_time.OFFSET_SECONDS` for the event
+    time MATCH_TREND sets its watermark on, 0 for the input's own watermark)."""
+
+    query: str
+    schema: pa.Schema
+    columns: tuple[str, ...]
+    type_column: str | None
+    time_column: str
+    delay: float
+    on_overflow: str = "null"
+    event_time_offset: int = OFFSET_SECONDS
+
+    @classmethod
+    def of(cls, analyze_result: bytes, options: str) -> tuple["GroupQuery", Any]:
+        """The call's group query and output schema, from what the shim hands a worker:
+        the pickled analyze result and the options JSON."""
+        import json
+        import pickle
+
+        from cogra.spark.udtf import CograAnalyzeResult
+
+        result = pickle.loads(analyze_result)
+        if not isinstance(result, CograAnalyzeResult):
+            raise TypeError(f"MATCH_TREND: unexpected analyze result {type(result).__name__}")
+        opts = json.loads(options)
+        group = cls(result.query, pa.ipc.read_schema(pa.py_buffer(result.input_schema)),
+                    tuple(result.input_columns), result.type_column, result.time_column,
+                    delay_seconds(result.watermark or "0 seconds"), on_overflow=opts.get("on_overflow", "error"),
+                    event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS)
+        return group, result.schema
+
+    @property
+    def time_type(self) -> pa.DataType:
+        return self.schema.field(self.time_column).type
+
+    def evaluation(self, snapshot: bytes | None) -> Any:
+        """The group's :class:`~cogra.runtime.online.OnlineEvaluation`, restored from its
+        state's snapshot where it has one."""
+        from cogra.runtime.online import OnlineEvaluation
+
+        online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
+                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow)
+        if snapshot is not None:
+            online.restore(bytes(snapshot))
+        return online
+
+    def watermark(self, watermark_ms: int | None) -> int | None:
+        """Spark's watermark in the time column's units (None: none yet)."""
+        return watermark_in_time_units(watermark_ms, self.time_type, self.event_time_offset)
+
+    def timer(self, end: int) -> int:
+        """The event-time timer (ms) at which a window ending at ``end`` may close."""
+        return timer_ms(end, self.time_type, self.event_time_offset)
+
+
 def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     """The ``(function, return type)`` the shim's transformWithStateInPandas node runs for
     ``MATCH_TREND`` over a streaming table: a :class:`MatchTrendProcessor` behind PySpark's
     own adapter of stateful processors to its worker protocol."""
-    import json
-    import pickle
-
     from pyspark.sql.streaming.stateful_processor_util import TransformWithStateInPandasUdfUtils
 
-    from cogra.spark.udtf import CograAnalyzeResult
-
-    result = pickle.loads(analyze_result)
-    if not isinstance(result, CograAnalyzeResult):
-        raise TypeError(f"MATCH_TREND: unexpected analyze result {type(result).__name__}")
-    opts = json.loads(options)
-    schema = pa.ipc.read_schema(pa.py_buffer(result.input_schema))
-    processor = MatchTrendProcessor(result.query, schema, list(result.input_columns), result.type_column,
-                                    result.time_column, delay_seconds(result.watermark or "0 seconds"),
-                                    on_overflow=opts.get("on_overflow", "error"),
-                                    event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS)
-    utils = TransformWithStateInPandasUdfUtils(processor, "EventTime")
-    return utils.transformWithStateUDF, result.schema
+    group, output = GroupQuery.of(analyze_result, options)
+    utils = TransformWithStateInPandasUdfUtils(MatchTrendProcessor(group), "EventTime")
+    return utils.transformWithStateUDF, output
 
 
 def make_group_state_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     """The ``(function, return type)`` of the ``packed`` operator's
     ``applyInPandasWithState`` (built by the shim): each group's packed rows
     (:mod:`cogra.spark.stream_packing`) go into its :class:`GroupEvaluation`."""
-    import json
-    import pickle
-
-    from cogra.spark.udtf import CograAnalyzeResult
-
-    result = pickle.loads(analyze_result)
-    if not isinstance(result, CograAnalyzeResult):
-        raise TypeError(f"MATCH_TREND: unexpected analyze result {type(result).__name__}")
-    opts = json.loads(options)
-    schema = pa.ipc.read_schema(pa.py_buffer(result.input_schema))
-    group = GroupEvaluation(result.query, schema, result.type_column, result.time_column,
-                            delay_seconds(result.watermark or "0 seconds"),
-                            on_overflow=opts.get("on_overflow", "error"),
-                            event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS)
-    return group.apply, result.schema
+    group, output = GroupQuery.of(analyze_result, options)
+    return GroupEvaluation(group).apply, output
 
 
 class GroupEvaluation:
@@ -102,32 +136,21 @@ class GroupEvaluation:
     :class:`~cogra.runtime.online.OnlineEvaluation`'s snapshot; its event-time timeout,
     the end of its next window; late rows were dropped (and counted) before packing."""
 
-    def __init__(self, query: Any, schema: pa.Schema, type_column: str | None, time_column: str,
-                 delay: float, on_overflow: str = "null", event_time_offset: int = OFFSET_SECONDS):
-        self.query = query
-        self.schema = schema
-        self.type_column = type_column
-        self.time_column = time_column
-        self.delay = delay
-        self.on_overflow = on_overflow
-        self.event_time_offset = event_time_offset
-        self.time_type = schema.field(time_column).type
+    def __init__(self, group: GroupQuery):
+        self.group = group
 
     def apply(self, key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
-        from cogra.runtime.online import OnlineEvaluation
         from cogra.spark.stream_packing import PAYLOAD, read_payload
 
-        online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
-                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow)
-        if state.exists:
-            online.restore(bytes(state.get[0]))
+        group = self.group
+        online = group.evaluation(state.get[0] if state.exists else None)
         if not state.hasTimedOut:
             for frame in frames:
                 for payload in frame[PAYLOAD]:
                     rows = read_payload(payload)
-                    online.push(rows if rows.schema.equals(self.schema) else rows.cast(self.schema))
+                    online.push(rows if rows.schema.equals(group.schema) else rows.cast(group.schema))
         watermark_ms = state.getCurrentWatermarkMs()
-        watermark = watermark_in_time_units(watermark_ms, self.time_type, self.event_time_offset)
+        watermark = group.watermark(watermark_ms)
         out = online.advance(watermark) if watermark is not None else None
         end = online.next_window_end()
         if end is None and online.state.held is None:
@@ -135,8 +158,7 @@ class GroupEvaluation:
         else:
             state.update((online.snapshot(),))
             if end is not None:
-                state.setTimeoutTimestamp(max(timer_ms(end, self.time_type, self.event_time_offset),
-                                              watermark_ms + 1))
+                state.setTimeoutTimestamp(max(group.timer(end), watermark_ms + 1))
         if out is not None and out.num_rows:
             yield exact_pandas(out)
 
@@ -176,9 +198,9 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
         events = events.withColumn(ALL, F.lit(0))
         keys = [ALL]
     ansi = str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
-    processor = MatchTrendProcessor(query, schema, columns, type_column, time_column, delay,
-                                    on_overflow="error" if ansi else "null",
-                                    event_time_offset=OFFSET_SECONDS if watermark is not None else 0)
+    processor = MatchTrendProcessor(GroupQuery(query, schema, tuple(columns), type_column, time_column, delay,
+                                               on_overflow="error" if ansi else "null",
+                                               event_time_offset=OFFSET_SECONDS if watermark is not None else 0))
     return events.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=_spark_schema(output),
@@ -206,17 +228,8 @@ class MatchTrendProcessor(StatefulProcessor):
     """The per-group stateful processor: an OnlineEvaluation restored from and saved to the
     group's state around each call."""
 
-    def __init__(self, query: Any, schema: pa.Schema, columns: list[str], type_column: str | None,
-                 time_column: str, delay: float, on_overflow: str = "null", event_time_offset: int = OFFSET_SECONDS):
-        self.query = query
-        self.schema = schema
-        self.columns = columns
-        self.type_column = type_column
-        self.time_column = time_column
-        self.delay = delay
-        self.on_overflow = on_overflow
-        self.event_time_offset = event_time_offset
-        self.time_type = schema.field(time_column).type
+    def __init__(self, group: GroupQuery):
+        self.group = group
 
     def init(self, handle: Any) -> None:
         from pyspark.sql.types import BinaryType, StructField, StructType
@@ -225,37 +238,27 @@ class MatchTrendProcessor(StatefulProcessor):
         self.saved = handle.getValueState("evaluation", StructType([StructField("snapshot", BinaryType())]))
 
     def _online(self) -> Any:
-        from cogra.runtime.online import OnlineEvaluation
-
-        online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
-                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow)
-        if self.saved.exists():
-            online.restore(bytes(self.saved.get()[0]))
-        return online
-
-    def _watermark(self, timer_values: Any) -> int | None:
-        """Spark's watermark in the time column's units (None: none yet)."""
-        return watermark_in_time_units(timer_values.getCurrentWatermarkInMs(), self.time_type,
-                                       self.event_time_offset)
+        return self.group.evaluation(self.saved.get()[0] if self.saved.exists() else None)
 
     def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
-        watermark = self._watermark(timer_values)
+        watermark = self.group.watermark(timer_values.getCurrentWatermarkInMs())
         out = online.advance(watermark) if watermark is not None else None
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
         end = online.next_window_end()  # the next window to close ends here
         if end is not None:
-            self.handle.registerTimer(timer_ms(end, self.time_type, self.event_time_offset))
+            self.handle.registerTimer(self.group.timer(end))
         self.saved.update((online.snapshot(),))
         if out is not None and out.num_rows:
             yield exact_pandas(out)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
+        group = self.group
         online = self._online()
         for pdf in rows:
-            if self.event_time_offset and EVENT_TIME in pdf.columns:
-                check_event_times(pdf[self.time_column], pdf[EVENT_TIME], self.time_column)
-            online.push(rows_from_pandas(pdf, self.schema))
+            if group.event_time_offset and EVENT_TIME in pdf.columns:
+                check_event_times(pdf[group.time_column], pdf[EVENT_TIME], group.time_column)
+            online.push(rows_from_pandas(pdf, group.schema))
         yield from self._close(online, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
@@ -265,4 +268,5 @@ class MatchTrendProcessor(StatefulProcessor):
         pass
 
 
-__all__ = ["MatchTrendProcessor", "match_trend_stream", "stop_between_batches"]
+__all__ = ["GroupEvaluation", "GroupQuery", "MatchTrendProcessor", "make_group_state_command", "make_stream_command",
+           "match_trend_stream", "stop_between_batches"]
