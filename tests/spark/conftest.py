@@ -43,9 +43,9 @@ def parametrize_operators(metafunc, default_suite: set[str]) -> None:
     operator's runs of tests not in ``default_suite`` are marked slow."""
     if "operator" not in metafunc.fixturenames:
         return
-    name = metafunc.definition.name
-    packed = ["packed"] if name in default_suite else [pytest.param("packed", marks=pytest.mark.slow)]
-    metafunc.parametrize("operator", ["transformWithState", *packed], indirect=True)
+    # The packed operator is refused until its restart bug is fixed (MatchTrend.planStream):
+    # its runs come back with it, ``default_suite`` naming those in the default suite.
+    metafunc.parametrize("operator", ["transformWithState"], indirect=True)
 
 
 @pytest.fixture

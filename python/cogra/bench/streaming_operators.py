@@ -33,7 +33,8 @@ from cogra.bench.sections import generated_by, new_result, save, write_section
 from cogra.examples import Q1, Q2, Q3
 
 QUERIES = {"q1": ("activity", Q1), "q2": ("rides", Q2), "q3": ("stock", Q3)}
-PLANS = ("source", "native", "noop transformWithState", "noop packed", "cogra transformWithState", "cogra packed")
+PLANS = ("source", "native", "noop transformWithState", "noop packed", "cogra transformWithState")
+"""(``cogra packed`` returns with the packed operator, refused until its restart bug is fixed.)"""
 DELAY = "30 seconds"
 SIZES = {"full": {"files": 12, "rows": 100_000}, "quick": {"files": 6, "rows": 20_000}}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"

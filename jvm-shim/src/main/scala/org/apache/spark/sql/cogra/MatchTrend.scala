@@ -156,6 +156,12 @@ private[cogra] object MatchTrend {
     val operator = SQLConf.get.getConfString(OperatorSetting, TransformWithState)
     checkSetting(OperatorSetting, operator)
     val packed = operator.trim.equalsIgnoreCase(Packed)
+    if (packed) {
+      // Its numbers after a driver restart differ from batch's (the recovery test, seed
+      // 4600003 of its slow cases): refused until that is found and fixed.
+      fail(s"$OperatorSetting=$Packed is not available yet: after a driver restart it can lose " +
+        s"rows; use $TransformWithState (the default)")
+    }
     // transformWithState keeps its state in RocksDB only: the session's default (HDFS-backed)
     // store is switched over; a store the user chose is an error that says so.
     if (!packed) SQLConf.get.getConfString(StateStoreKey, "") match {
