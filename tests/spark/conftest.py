@@ -39,13 +39,14 @@ OPERATOR = "spark.cogra.streaming.operator"
 
 
 def parametrize_operators(metafunc, default_suite: set[str]) -> None:
-    """Run each test of a streaming test module on both streaming operators: the packed
-    operator's runs of tests not in ``default_suite`` are marked slow."""
+    """Run each test of a streaming test module on both streaming operators: the default
+    (``packed``) always; ``transformWithState`` (rows into the operator) for the tests in
+    ``default_suite``, its runs of the others marked slow."""
     if "operator" not in metafunc.fixturenames:
         return
-    # The packed operator is refused until its restart bug is fixed (MatchTrend.planStream):
-    # its runs come back with it, ``default_suite`` naming those in the default suite.
-    metafunc.parametrize("operator", ["transformWithState"], indirect=True)
+    rows = ("transformWithState" if metafunc.function.__name__ in default_suite
+            else pytest.param("transformWithState", marks=pytest.mark.slow))
+    metafunc.parametrize("operator", ["packed", rows], indirect=True)
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def operator(request):
         yield None
         return
     if "spark" not in request.fixturenames:
-        if request.param != "transformWithState":
+        if request.param != "packed":
             pytest.skip("no stream through the shim")
         yield request.param
         return

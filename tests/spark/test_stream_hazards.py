@@ -63,7 +63,7 @@ def run(spark, root: Path, query: str, parts: list[pa.Table], *, delay: int = DE
         writer.stop()
 
 
-PACKED_IN_THE_DEFAULT_SUITE = {
+ROWS_OPERATOR_IN_THE_DEFAULT_SUITE = {
     "test_counts_and_sums_past_2_53_next_to_nulls_stay_exact", "test_events_at_time_zero_and_before_are_events",
     "test_rows_of_types_the_pattern_does_not_name_advance_the_watermark",
     "test_the_same_query_reformatted_with_another_delay_continues",
@@ -72,7 +72,7 @@ PACKED_IN_THE_DEFAULT_SUITE = {
 
 
 def pytest_generate_tests(metafunc):
-    parametrize_operators(metafunc, PACKED_IN_THE_DEFAULT_SUITE)
+    parametrize_operators(metafunc, ROWS_OPERATOR_IN_THE_DEFAULT_SUITE)
 
 
 @pytest.fixture

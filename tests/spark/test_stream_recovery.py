@@ -80,7 +80,7 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-OPERATORS = ("transformWithState",)  # "packed" returns once its restart bug is fixed
+OPERATORS = ("packed", "transformWithState")
 
 
 @dataclass(frozen=True)
@@ -136,12 +136,19 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
     config = json.dumps({"root": str(root), "queries": list(case.queries), "delay": DELAY,
                          "operator": case.operator})
     written = 0
+    stamp = 0
     log = []
 
     def write(n: int) -> None:
-        nonlocal written
+        # Each file a later modification time than the one before: the file source reads
+        # new files in that order, and files of one millisecond in the directory's order,
+        # which would make later files' rows arrive first and earlier ones late.
+        nonlocal written, stamp
         for part in parts[written:written + n]:
-            pq.write_table(part, root / "in" / f"p{written:03}.parquet")
+            path = root / "in" / f"p{written:03}.parquet"
+            pq.write_table(part, path)
+            stamp = max(time.time_ns(), stamp + 10_000_000)
+            os.utime(path, ns=(stamp, stamp))
             written += 1
 
     def start() -> subprocess.Popen:

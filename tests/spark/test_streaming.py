@@ -81,12 +81,12 @@ def start(spark, root: Path, query: str, schema, route: str = "dataframe"):
             .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start())
 
 
-PACKED_IN_THE_DEFAULT_SUITE = {"test_late_events_are_dropped_and_counted", "test_the_inputs_own_watermark_serves",
+ROWS_OPERATOR_IN_THE_DEFAULT_SUITE = {"test_late_events_are_dropped_and_counted", "test_the_inputs_own_watermark_serves",
                                "test_partition_by_keys_the_stream", "test_restart_from_the_checkpoint_after_a_stop"}
 
 
 def pytest_generate_tests(metafunc):
-    parametrize_operators(metafunc, PACKED_IN_THE_DEFAULT_SUITE)
+    parametrize_operators(metafunc, ROWS_OPERATOR_IN_THE_DEFAULT_SUITE)
 
 
 @pytest.fixture

@@ -28,6 +28,8 @@ reads it back, so a stream restarted from a checkpoint continues exactly where i
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import io
 import itertools
 import json
@@ -138,6 +140,8 @@ class OnlineEvaluation:
                         if self.kind == "carried" else None)
         self.output_schema = result_schema(q, schema, type_column=type_column, time_column=time_column)
         self.identity = query_identity(q, schema, type_column=type_column, time_column=time_column).fingerprint()
+        self.touched: list[np.ndarray] = []
+        """The times of the events pushed since the last :meth:`early` (not part of the state)."""
 
     @property
     def counters(self) -> dict[str, int]:
@@ -173,6 +177,7 @@ class OnlineEvaluation:
         if n_late or not keep.all():
             table = table.filter(pa.array(keep))
         if table.num_rows:
+            self.touched.append(times[keep])
             seen = int(times[keep].max())
             st.max_time = seen if st.max_time is None else max(st.max_time, seen)
             st.held = table if st.held is None else pa.concat_tables([st.held, table])
@@ -207,6 +212,32 @@ class OnlineEvaluation:
         watermark = max(st.watermark or last, last + self.slices.size)
         st.watermark = watermark
         return self._settle(watermark) if self.carried is not None else self._emit(last)
+
+    def early(self) -> pa.Table:
+        """Update mode (SEMANTICS.md section 10, "Early results"): the current rows of every
+        open window that an event pushed since the last call falls in -- the rows batch
+        evaluation gives over the on-time events received so far in that window.  The
+        windows that closed are :meth:`advance`'s; the state does not change."""
+        touched, self.touched = self.touched, []
+        if not self.windowed or not touched or self.state.max_time is None:
+            return self.output_schema.empty_table()
+        times = np.unique(np.concatenate(touched))
+        if not len(times):
+            return self.output_schema.empty_table()
+        probe = copy.copy(self)  # finishing a copy: its state and kernels' states are its own
+        probe.state = dataclasses.replace(self.state, counters=dict(self.state.counters))
+        probe.touched = []
+        if self.carried is not None:
+            probe.carried = StreamEvaluation(self.plan, self.schema, on_overflow=self.on_overflow)
+            probe.carried.load_state(self.carried.state())
+        rows = probe.finish()
+        if not rows.num_rows:
+            return rows
+        starts = rows.column("window_start").cast(pa.int64()).to_numpy()
+        at = np.searchsorted(times, starts)  # the first touched time at or after each start
+        hit = at < len(times)
+        hit[hit] = times[at[hit]] < starts[hit] + self.slices.size
+        return rows if hit.all() else rows.filter(pa.array(hit))
 
     def _finish_unwindowed(self) -> pa.Table:
         st = self.state

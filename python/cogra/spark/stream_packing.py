@@ -4,7 +4,7 @@ one Arrow IPC value.
 PySpark's pandas stateful operators hand a group's rows to Python as pandas DataFrames,
 at a cost per row (and per column) that no handler can win back.  Packed first -- a
 MapInArrow over the input's partitions, Arrow in and Arrow out -- the stateful operator
-(``applyInPandasWithState``, :func:`cogra.spark.streaming.make_group_state_command`)
+(``transformWithStateInPandas``, :class:`cogra.spark.streaming.MatchTrendProcessor`)
 sees one row per group and task, whose payload the group's evaluation reads as Arrow,
 every value as Spark sent it (no pandas conversion of the events at all).
 

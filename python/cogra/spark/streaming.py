@@ -40,6 +40,7 @@ import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
 from cogra.runtime.online import require_window
+from cogra.spark.stream_packing import PAYLOAD, read_payload
 from cogra.spark.stream_rows import exact_pandas, rows_from_pandas, wire_sql
 from cogra.spark.event_time import OFFSET_SECONDS, check_event_times, delay_seconds, event_time_sql, timer_ms, watermark_in_time_units
 
@@ -68,6 +69,10 @@ class GroupQuery:
     delay: float
     on_overflow: str = "null"
     event_time_offset: int = OFFSET_SECONDS
+    packed: bool = False
+    """The rows come packed (:mod:`cogra.spark.stream_packing`): one Arrow value per group and task."""
+    update: bool = False
+    """Update mode: after each micro-batch, also the open windows' current rows that changed."""
 
     @classmethod
     def of(cls, analyze_result: bytes, options: str) -> tuple["GroupQuery", Any]:
@@ -85,7 +90,8 @@ class GroupQuery:
         group = cls(result.query, pa.ipc.read_schema(pa.py_buffer(result.input_schema)),
                     tuple(result.input_columns), result.type_column, result.time_column,
                     delay_seconds(result.watermark or "0 seconds"), on_overflow=opts.get("on_overflow", "error"),
-                    event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS)
+                    event_time_offset=0 if opts.get("own_watermark") else OFFSET_SECONDS,
+                    packed=bool(opts.get("packed")), update=opts.get("output_mode") == "update")
         return group, result.schema
 
     @property
@@ -114,53 +120,14 @@ class GroupQuery:
 
 def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
     """The ``(function, return type)`` the shim's transformWithStateInPandas node runs for
-    ``MATCH_TREND`` over a streaming table: a :class:`MatchTrendProcessor` behind PySpark's
-    own adapter of stateful processors to its worker protocol."""
+    ``MATCH_TREND`` over a streaming table (packed rows or rows, Append or Update mode, as
+    the options say): a :class:`MatchTrendProcessor` behind PySpark's own adapter of
+    stateful processors to its worker protocol."""
     from pyspark.sql.streaming.stateful_processor_util import TransformWithStateInPandasUdfUtils
 
     group, output = GroupQuery.of(analyze_result, options)
     utils = TransformWithStateInPandasUdfUtils(MatchTrendProcessor(group), "EventTime")
     return utils.transformWithStateUDF, output
-
-
-def make_group_state_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
-    """The ``(function, return type)`` of the ``packed`` operator's
-    ``applyInPandasWithState`` (built by the shim): each group's packed rows
-    (:mod:`cogra.spark.stream_packing`) go into its :class:`GroupEvaluation`."""
-    group, output = GroupQuery.of(analyze_result, options)
-    return GroupEvaluation(group).apply, output
-
-
-class GroupEvaluation:
-    """One group's evaluation under ``applyInPandasWithState``: its state is the
-    :class:`~cogra.runtime.online.OnlineEvaluation`'s snapshot; its event-time timeout,
-    the end of its next window; late rows were dropped (and counted) before packing."""
-
-    def __init__(self, group: GroupQuery):
-        self.group = group
-
-    def apply(self, key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
-        from cogra.spark.stream_packing import PAYLOAD, read_payload
-
-        group = self.group
-        online = group.evaluation(state.get[0] if state.exists else None)
-        if not state.hasTimedOut:
-            for frame in frames:
-                for payload in frame[PAYLOAD]:
-                    rows = read_payload(payload)
-                    online.push(rows if rows.schema.equals(group.schema) else rows.cast(group.schema))
-        watermark_ms = state.getCurrentWatermarkMs()
-        watermark = group.watermark(watermark_ms)
-        out = online.advance(watermark) if watermark is not None else None
-        end = online.next_window_end()
-        if end is None and online.state.held is None:
-            state.remove()  # no open window, no pending row: the group's state goes until its next row
-        else:
-            state.update((online.snapshot(),))
-            if end is not None:
-                state.setTimeoutTimestamp(max(group.timer(end), watermark_ms + 1))
-        if out is not None and out.num_rows:
-            yield exact_pandas(out)
 
 
 def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, type_column: str | None = None,
@@ -243,19 +210,26 @@ class MatchTrendProcessor(StatefulProcessor):
     def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
         watermark = self.group.watermark(timer_values.getCurrentWatermarkInMs())
         out = online.advance(watermark) if watermark is not None else None
+        early = online.early() if self.group.update else None
         for t in list(self.handle.listTimers()):
             self.handle.deleteTimer(t)
         end = online.next_window_end()  # the next window to close ends here
         if end is not None:
             self.handle.registerTimer(self.group.timer(end))
         self.saved.update((online.snapshot(),))
-        if out is not None and out.num_rows:
-            yield exact_pandas(out)
+        for rows in (out, early):
+            if rows is not None and rows.num_rows:
+                yield exact_pandas(rows)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         group = self.group
         online = self._online()
         for pdf in rows:
+            if group.packed:
+                for payload in pdf[PAYLOAD]:
+                    events = read_payload(payload)
+                    online.push(events if events.schema.equals(group.schema) else events.cast(group.schema))
+                continue
             if group.event_time_offset and EVENT_TIME in pdf.columns:
                 check_event_times(pdf[group.time_column], pdf[EVENT_TIME], group.time_column)
             online.push(rows_from_pandas(pdf, group.schema))
@@ -268,5 +242,5 @@ class MatchTrendProcessor(StatefulProcessor):
         pass
 
 
-__all__ = ["GroupEvaluation", "GroupQuery", "MatchTrendProcessor", "make_group_state_command", "make_stream_command",
+__all__ = ["GroupQuery", "MatchTrendProcessor", "make_stream_command",
            "match_trend_stream", "stop_between_batches"]

@@ -12,7 +12,7 @@ import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{ExprId, Expression, PythonUDF}
 import org.apache.spark.sql.execution.SparkPlan
-import org.apache.spark.sql.execution.python.streaming.{FlatMapGroupsInPandasWithStateExec, TransformWithStateInPySparkExec}
+import org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkExec
 import org.apache.spark.sql.execution.streaming.operators.stateful.StatefulOperatorStateInfo
 
 /**
@@ -53,7 +53,6 @@ private[cogra] object CheckpointIdentity {
   def checkPlan(session: SparkSession, plan: SparkPlan): Unit = if (!identities.isEmpty) {
     plan.foreach {
       case t: TransformWithStateInPySparkExec => checkOperator(session, t.functionExpr, t.stateInfo)
-      case a: FlatMapGroupsInPandasWithStateExec => checkOperator(session, a.functionExpr, a.stateInfo)
       case _ =>
     }
   }

@@ -37,10 +37,13 @@ class CograExtensions extends (SparkSessionExtensions => Unit) {
     PythonCommands.jsonString("")
     Diagnostics.AccumulatorName.length
     CheckpointIdentity.Directory.length
+    StreamOutputMode.rule.ruleName.length
     extensions.injectTableFunction(
       (FunctionIdentifier(MatchTrend.FunctionName), CograExtensions.info, MatchTrend.builder _))
     // A streaming MATCH_TREND's micro-batch plans: the checkpoint checked, late rows dropped.
     extensions.injectColumnar(session => StreamPreparation.rule(session))
+    // ... and the writer's output mode (Update: early rows of open windows).
+    extensions.injectOptimizerRule(_ => StreamOutputMode.rule)
   }
 }
 

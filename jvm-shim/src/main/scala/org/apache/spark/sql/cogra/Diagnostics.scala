@@ -10,7 +10,7 @@ import net.razorvine.pickle.Unpickler
 import org.apache.spark.internal.Logging
 import org.apache.spark.sql.SparkSession
 import org.apache.spark.sql.catalyst.expressions.{Expression, PythonUDF}
-import org.apache.spark.sql.catalyst.plans.logical.{FlatMapGroupsInPandasWithState, TransformWithStateInPySpark}
+import org.apache.spark.sql.catalyst.plans.logical.TransformWithStateInPySpark
 import org.apache.spark.sql.classic
 import org.apache.spark.sql.execution.streaming.runtime.StreamingQueryWrapper
 import org.apache.spark.sql.streaming.StreamingQueryListener
@@ -101,7 +101,6 @@ object Diagnostics extends AdaptiveSparkPlanHelper with Logging {
     private def isMatchTrend(id: java.util.UUID): Boolean = Option(session.streams.get(id)).exists {
       case w: StreamingQueryWrapper => w.streamingQuery.logicalPlan.exists {
         case t: TransformWithStateInPySpark => named(t.functionExpr)
-        case a: FlatMapGroupsInPandasWithState => named(a.functionExpr)
         case _ => false
       }
       case _ => false

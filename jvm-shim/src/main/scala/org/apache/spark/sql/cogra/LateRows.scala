@@ -6,35 +6,38 @@ import org.apache.spark.sql.catalyst.expressions.{Attribute, PythonUDF}
 import org.apache.spark.sql.catalyst.plans.physical.Partitioning
 import org.apache.spark.sql.execution.{SQLExecution, SparkPlan, UnaryExecNode}
 import org.apache.spark.sql.execution.metric.{SQLMetric, SQLMetrics}
-import org.apache.spark.sql.execution.python.streaming.FlatMapGroupsInPandasWithStateExec
+import org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkExec
 import org.apache.spark.sql.execution.streaming.operators.stateful.EventTimeWatermarkExec
 
 /**
- * Late rows of the packed streaming operator: its stateful operator sees packed groups, not
- * rows, so Spark cannot drop late rows there; they are dropped here instead, right above the
- * watermark (MATCH_TREND's, or the input's own: a stream has one), before the pushed filter,
- * so every late input row counts; and counted in the stateful operator's own
- * `numRowsDroppedByWatermark`, which the query's progress reports.
+ * Late rows of a streaming MATCH_TREND, dropped right above the watermark (MATCH_TREND's,
+ * or the input's own: a stream has one), before the pushed filter, so every late input row
+ * counts; and counted in the stateful operator's own `numRowsDroppedByWatermark`, which the
+ * query's progress reports.
  *
  * Late means at or below the watermark of the micro-batch that reads the row -- the largest
- * time seen in earlier batches minus the delay (SEMANTICS.md section 10) -- which is the
- * watermark the operator evicts state by in that batch.
+ * time seen in earlier batches minus the delay -- which is the watermark the operator closes
+ * windows by in that batch. Spark's operator itself drops only rows at or below the previous
+ * micro-batch's watermark, and sees packed groups, not rows, under the packed operator: left
+ * to it, which rows count would depend on the operator and on how the input was cut into
+ * micro-batches.
  */
 private[cogra] object LateRows {
   val Metric = "numRowsDroppedByWatermark"
 
   def insert(plan: SparkPlan): SparkPlan = plan.transformUp {
-    case op: FlatMapGroupsInPandasWithStateExec
+    case op: TransformWithStateInPySparkExec
         if ours(op) && op.eventTimeWatermarkForEviction.isDefined && op.stateInfo.isDefined =>
       val watermarkMs = op.eventTimeWatermarkForEviction.get
       val operatorId = op.stateInfo.get.operatorId
-      op.withNewChildren(Seq(op.child.transformUp {
+      // (The operator's second child is its initial state's plan, empty here.)
+      op.withNewChildren(op.children.updated(0, op.child.transformUp {
         case w: EventTimeWatermarkExec => LateRowsExec(w, w.eventTime, watermarkMs, operatorId)
         case l: LateRowsExec => l.copy(watermarkMs = watermarkMs)
       }))
   }
 
-  private def ours(op: FlatMapGroupsInPandasWithStateExec): Boolean = op.functionExpr match {
+  private def ours(op: TransformWithStateInPySparkExec): Boolean = op.functionExpr match {
     case u: PythonUDF => u.name == MatchTrend.DisplayName
     case _ => false
   }
@@ -62,7 +65,7 @@ private[cogra] case class LateRowsExec(
     Option(sparkContext.getLocalProperty(SQLExecution.EXECUTION_ID_KEY))
       .flatMap(id => Option(SQLExecution.getQueryExecution(id.toLong)))
       .flatMap(_.executedPlan.collectFirst {
-        case op: FlatMapGroupsInPandasWithStateExec if op.stateInfo.exists(_.operatorId == operatorId) =>
+        case op: TransformWithStateInPySparkExec if op.stateInfo.exists(_.operatorId == operatorId) =>
           op.metrics.get(LateRows.Metric)
       }.flatten)
 

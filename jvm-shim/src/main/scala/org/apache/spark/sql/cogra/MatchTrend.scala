@@ -47,18 +47,17 @@ private[cogra] object MatchTrend {
   val GroupKey = "__cogra_group"
   val StreamModule = "cogra.spark.streaming"
   val StreamFactory = "make_stream_command"
-  val GroupStateFactory = "make_group_state_command"
   val PackModule = "cogra.spark.stream_packing"
   val PackFactory = "make_pack_function"
   val PackName = "MATCH_TREND_PACK"
-  /** `spark.cogra.streaming.operator`: `transformWithState` (one pandas operator) or `packed`
-   * (each group's rows of a task packed as Arrow, then `applyInPandasWithState`). */
+  /** `spark.cogra.streaming.operator`: `packed` (the default: each group's rows of a task
+   * packed as one Arrow value, then transformWithStateInPandas) or `transformWithState`
+   * (the rows themselves into transformWithStateInPandas, as pandas). */
   val OperatorSetting = "spark.cogra.streaming.operator"
   val TransformWithState = "transformWithState"
   val Packed = "packed"
   val PackedSchema: StructType = new StructType().add(GroupKey, StringType).add("payload", BinaryType)
     .add(EventTimeAlias, TimestampType)
-  val GroupStateSchema: StructType = new StructType().add("snapshot", BinaryType)
   val StateStoreKey = "spark.sql.streaming.stateStore.providerClass"
   val RocksDBProvider = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
   val SettingsPrefix = "spark.cogra."
@@ -153,18 +152,12 @@ private[cogra] object MatchTrend {
       case e => fail(s"$DisplayName: unexpected key ${e.sql}")
     }
     val session = SparkSession.active.asInstanceOf[classic.SparkSession]
-    val operator = SQLConf.get.getConfString(OperatorSetting, TransformWithState)
+    val operator = SQLConf.get.getConfString(OperatorSetting, Packed)
     checkSetting(OperatorSetting, operator)
     val packed = operator.trim.equalsIgnoreCase(Packed)
-    if (packed) {
-      // Its numbers after a driver restart differ from batch's (the recovery test, seed
-      // 4600003 of its slow cases): refused until that is found and fixed.
-      fail(s"$OperatorSetting=$Packed is not available yet: after a driver restart it can lose " +
-        s"rows; use $TransformWithState (the default)")
-    }
     // transformWithState keeps its state in RocksDB only: the session's default (HDFS-backed)
     // store is switched over; a store the user chose is an error that says so.
-    if (!packed) SQLConf.get.getConfString(StateStoreKey, "") match {
+    SQLConf.get.getConfString(StateStoreKey, "") match {
       case RocksDBProvider =>
       case "" => session.conf.set(StateStoreKey, RocksDBProvider)
       case other => fail(s"$DisplayName over a streaming table keeps its state with Spark's " +
@@ -214,24 +207,29 @@ private[cogra] object MatchTrend {
     child = Project(projectList, child)
     val input = classic.Dataset.ofRows(session, child)
     val onOverflow = if (SQLConf.get.ansiEnabled) "error" else "null"
-    val options = "{" + s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
-      s""""own_watermark": ${watermark.isEmpty}""" + "}"
-    def stateFunction(factory: String, inputs: Seq[Expression], evalType: Int): PythonUDF = {
-      val command = PythonCommands.call(StreamModule, factory, Seq(
-        PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options)))
+    def options(outputMode: String): String = "{" +
+      s""""on_overflow": ${PythonCommands.jsonString(onOverflow)}, """ +
+      s""""own_watermark": ${watermark.isEmpty}, "packed": $packed, """ +
+      s""""output_mode": ${PythonCommands.jsonString(outputMode)}""" + "}"
+    def command(outputMode: String) = PythonCommands.function(PythonCommands.call(StreamModule, StreamFactory,
+      Seq(PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options(outputMode)))), exec)
+    // The state function: Append's; StreamOutputMode swaps in Update's when the query
+    // writes in Update mode (the writer's mode is known only once the stream starts).
+    def stateFunction(inputs: Seq[Expression]): PythonUDF = {
       val udf = PythonUDF(
         name = DisplayName,
-        func = PythonCommands.function(command, exec),
+        func = command("append"),
         dataType = analyzed.schema,
         children = inputs,
-        evalType = evalType,
+        evalType = PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF,
         udfDeterministic = true)
       CheckpointIdentity.register(udf, identity, userKeys.map(_.sql))
+      StreamOutputMode.register(udf, command("update"))
       udf
     }
-    if (packed) {
+    val stateInput = if (packed) {
       // The packed rows carry their largest event time, under the input's watermark: the
-      // stateful operator's event-time timeouts need a watermarked column (the rows are
+      // stateful operator's event-time timers need a watermarked column (the rows are
       // never late there: LateRows dropped those before packing).
       val time = input.logicalPlan.output.find(_.name == EventTimeAlias).getOrElse(
         fail(s"$DisplayName: the input's watermark column is not among its columns"))
@@ -242,27 +240,20 @@ private[cogra] object MatchTrend {
       val pack = PythonUDF(
         name = PackName,
         func = PythonCommands.function(PythonCommands.udfCall(PackModule, PackFactory, Seq(
-          PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options))), exec),
+          PythonCommands.Bytes(analyzed.pickledAnalyzeResult), PythonCommands.Str(options("append")))), exec),
         dataType = PackedSchema,
         children = input.logicalPlan.output,
         evalType = PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
         udfDeterministic = true)
-      val rows = classic.Dataset.ofRows(session, MapInArrow(
+      classic.Dataset.ofRows(session, MapInArrow(
         pack, packedOutput, input.logicalPlan, isBarrier = false, profile = None))
-      val udf = stateFunction(GroupStateFactory, rows.logicalPlan.output,
-        PythonEvalType.SQL_GROUPED_MAP_PANDAS_UDF_WITH_STATE)
-      rows.groupBy(rows.col(GroupKey))
-        .applyInPandasWithState(classic.ExpressionUtils.column(udf), analyzed.schema, GroupStateSchema,
-          "append", "EventTimeTimeout")
-        .logicalPlan
     } else {
-      val udf = stateFunction(StreamFactory, input.logicalPlan.output,
-        PythonEvalType.SQL_TRANSFORM_WITH_STATE_PANDAS_UDF)
-      input.groupBy(input.col(GroupKey))
-        .transformWithStateInPandas(classic.ExpressionUtils.column(udf), analyzed.schema, "Append",
-          "EventTime", null, "")
-        .logicalPlan
+      input
     }
+    stateInput.groupBy(stateInput.col(GroupKey))
+      .transformWithStateInPandas(classic.ExpressionUtils.column(stateFunction(stateInput.logicalPlan.output)),
+        analyzed.schema, "Append", "EventTime", null, "")
+      .logicalPlan
   }
 
   /**
