@@ -297,8 +297,5 @@ def test_two_watermarks_and_a_bad_operator_are_errors_at_analysis(spark, tmp_pat
     try:
         with pytest.raises(AnalysisException, match="streaming.operator must be one of transformWithState, packed"):
             spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(own), {query})")
-        spark.conf.set(OPERATOR, "packed")
-        with pytest.raises(AnalysisException, match="packed is not available yet: after a driver restart"):
-            spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(own), {query})")
     finally:
         spark.conf.unset(OPERATOR)

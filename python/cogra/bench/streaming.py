@@ -45,13 +45,17 @@ from cogra.examples import Q1, Q2, Q3
 QUERIES = {"q1": ("activity", Q1), "q2": ("rides", Q2), "q3": ("stock", Q3)}
 DELAY_SECONDS = 30
 TRIGGER = "1 second"
-FULL = {"rates": [2_000 * 2**k for k in range(8)], "seconds": 40, "warmup": 30, "events": 1_000_000, "batch": 10_000}
+FULL = {"rates": [16_000 * 2**k for k in range(6)], "seconds": 30, "warmup": 20, "events": 1_000_000, "batch": 10_000}
 QUICK = {"rates": [500, 2_000], "seconds": 16, "warmup": 15, "events": 100_000, "batch": 5_000}
+PLANS = ("cogra", "cogra update", "native", "noop packed")
+"""MATCH_TREND (its default operator, Append mode into Parquet), the same in Update mode
+(no-op sink), Spark's own streaming window aggregation with the query's keys and window
+(Parquet), and MATCH_TREND's operator with a handler that only counts rows (no-op sink)."""
 
 
 @dataclass
 class RateRun:
-    """One query at one input rate."""
+    """One plan of one query at one input rate."""
 
     query: str
     rate: int
@@ -71,6 +75,10 @@ class RateRun:
     batch_seconds: float | None = None
     batch_rows_per_second: float | None = None
     equal_to_batch: bool | None = None
+    plan: str = "cogra"
+    state_written_per_batch: int | None = None
+    """Second half: bytes the state store wrote per micro-batch (RocksDB's puts and deletes)."""
+    rows_per_batch: int | None = None
 
 
 @dataclass
@@ -95,7 +103,7 @@ def _percentile(values: list[float], q: float) -> float | None:
     return values[min(len(values) - 1, int(math.ceil(q * len(values))) - 1)]
 
 
-def run_rate(spark: Any, name: str, rate: int, seconds: float, log: Any) -> RateRun:
+def run_rate(spark: Any, name: str, rate: int, seconds: float, log: Any, plan: str = "cogra") -> RateRun:
     """Stream ``name`` at ``rate`` rows/s for ``seconds`` into a Parquet sink; then batch
     MATCH_TREND over the same rows into Parquet.  (File sinks: the rows never pass through
     the driver's heap, which a memory sink's millions of rows exhaust.)
@@ -108,20 +116,31 @@ def run_rate(spark: Any, name: str, rate: int, seconds: float, log: Any) -> Rate
     a regular expression that overflows the stream thread's stack.)"""
     work = Path(tempfile.mkdtemp(prefix="cogra-bench-stream-"))
     try:
-        return _run_rate(spark, name, rate, seconds, work, log)
+        return _run_rate(spark, name, rate, seconds, work, log, plan)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log: Any) -> RateRun:
+def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log: Any, plan: str) -> RateRun:
+    from cogra.bench.streaming_operators import plan_frame
     from cogra.spark import match_trend
 
+    from cogra.bench.streaming_operators import HDFS, ROCKSDB
+
     data_set, query = QUERIES[name]
+    # Spark's aggregation on its default store; MATCH_TREND's operator takes RocksDB only.
+    spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS if plan == "native" else ROCKSDB)
     source = spark.readStream.format(f"cogra.{data_set}").option("rowsPerSecond", rate).load()
-    out = match_trend(source, query, watermark=f"{DELAY_SECONDS} seconds")
-    stream = (out.writeStream.format("parquet").option("path", str(work / "stream"))
-              .trigger(processingTime=TRIGGER).outputMode("append")
-              .option("checkpointLocation", str(work / "checkpoint")).start())
+    if plan in ("cogra", "cogra update"):
+        out = match_trend(source, query, watermark=f"{DELAY_SECONDS} seconds")
+    else:
+        out = plan_frame(spark, plan, name, source)
+    writer = out.writeStream.trigger(processingTime=TRIGGER).option("checkpointLocation", str(work / "checkpoint"))
+    if plan in ("cogra", "native"):
+        writer = writer.format("parquet").option("path", str(work / "stream")).outputMode("append")
+    else:
+        writer = writer.format("noop").outputMode("update" if plan == "cogra update" else "append")
+    stream = writer.start()
     try:
         stream.awaitTermination(seconds)
     finally:
@@ -157,13 +176,17 @@ def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log:
             latencies.append(out_at - opened)
     last = progress[-1] if progress else {}
     operators = last.get("stateOperators") or [{}]
+    written = [sum(o.get("customMetrics", {}).get("rocksdbTotalBytesWritten", 0) for o in p.get("stateOperators") or [])
+               for p in half]
     result = RateRun(
+        plan=plan, state_written_per_batch=round(sum(written) / len(written)) if written else None,
+        rows_per_batch=round(done / len(half)) if half else None,
         query=name, rate=rate, seconds=seconds, batches=len(progress), rows=rows, capacity=round(capacity, 3),
         sustained=capacity >= 1.0, latency_p50=_percentile(latencies, 0.5),
         latency_p95=_percentile(latencies, 0.95), latency_max=max(latencies) if latencies else None,
         windows=len(latencies), output_rows=streamed.num_rows if streamed is not None else 0,
         state_rows=operators[0].get("numRowsTotal"), state_bytes=operators[0].get("memoryUsedBytes"))
-    if rows:
+    if rows and plan == "cogra":
         began = time.perf_counter()
         events = spark.read.format(f"cogra.{data_set}").option("rows", rows).load()
         match_trend(events, query).write.parquet(str(work / "batch"))
@@ -172,7 +195,7 @@ def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log:
         whole = _committed(work / "batch")
         if streamed is not None and whole is not None:
             result.equal_to_batch = _same_closed_windows(streamed, whole)
-    log(f"  {name} at {rate:,} rows/s: {result.rows:,} rows in {result.batches} batches, capacity "
+    log(f"  {name} {plan} at {rate:,} rows/s: {result.rows:,} rows in {result.batches} batches, capacity "
         f"{result.capacity:.2f}x, latency p50 {result.latency_p50 or 0:.2f} s p95 {result.latency_p95 or 0:.2f} s, "
         f"batch {result.batch_rows_per_second or 0:,} rows/s, equal {result.equal_to_batch}")
     return result
@@ -294,13 +317,14 @@ def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None) -> d
     runs: list[RateRun] = []
     try:
         for name in QUERIES:
-            warm = run_rate(spark, name, sizes["rates"][0], sizes["warmup"], lambda _text: None)
-            log(f"streaming {name} (warm-up: {warm.batches} micro-batches in {sizes['warmup']} s)")
-            for rate in sizes["rates"]:
-                r = run_rate(spark, name, rate, sizes["seconds"], log)
-                runs.append(r)
-                if not r.sustained:
-                    break
+            for plan in PLANS:
+                warm = run_rate(spark, name, sizes["rates"][0], sizes["warmup"], lambda _text: None, plan)
+                log(f"streaming {name} {plan} (warm-up: {warm.batches} micro-batches in {sizes['warmup']} s)")
+                for rate in sizes["rates"]:
+                    r = run_rate(spark, name, rate, sizes["seconds"], log, plan)
+                    runs.append(r)
+                    if not r.sustained:
+                        break
     finally:
         spark.stop()
     curves = []
@@ -342,26 +366,34 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         "MATCH_TREND over the same rows in the same session, and whether the streamed rows equal "
         "its rows for the windows the stream closed (floats within 1e-12 relative).")
     add("")
-    add("| query | rate (rows/s) | rows | capacity | sustained | latency p50 / p95 / max (s) | windows | "
-        "state rows / bytes (Spark) | batch rows/s | equal to batch |")
-    add("|---|---:|---:|---:|---|---|---:|---|---:|---|")
+    add("| query | plan | rate (rows/s) | rows | capacity | sustained | latency p50 / p95 / max (s) | windows | "
+        "state written per micro-batch | state rows / bytes (Spark) | batch rows/s | equal to batch |")
+    add("|---|---|---:|---:|---:|---|---|---:|---:|---|---:|---|")
     for r in result["rates"]:
         lat = " / ".join("-" if v is None else f"{v:.2f}" for v in (r["latency_p50"], r["latency_p95"], r["latency_max"]))
-        add(f"| {r['query']} | {r['rate']:,} | {r['rows']:,} | {r['capacity']:.2f} | "
+        add(f"| {r['query']} | {r.get('plan', 'cogra')} | {r['rate']:,} | {r['rows']:,} | {r['capacity']:.2f} | "
             f"{'yes' if r['sustained'] else '**no**'} | {lat} | {r['windows']:,} | "
+            f"{_kb(r.get('state_written_per_batch'))} | "
             f"{r['state_rows'] if r['state_rows'] is not None else '-'} / "
-            f"{_kb(r['state_bytes'])} | {r['batch_rows_per_second'] or 0:,} | "
+            f"{_kb(r['state_bytes'])} | {r['batch_rows_per_second'] or '-':,} | "
             f"{'-' if r['equal_to_batch'] is None else 'yes' if r['equal_to_batch'] else '**no**'} |")
     add("")
     best, failed = {}, set()
     for r in result["rates"]:
+        at = (r["query"], r.get("plan", "cogra"))
         if r["sustained"]:
-            best[r["query"]] = max(best.get(r["query"], 0), r["rate"])
+            best[at] = max(best.get(at, 0), r["rate"])
         else:
-            failed.add(r["query"])
-    add("Highest sustained rate: " + ", ".join(
-        f"{q} {'' if q in failed or q not in best else '>= '}{best.get(q, 0):,} rows/s" for q in QUERIES)
-        + " (>=: the ladder's top rate was sustained too).")
+            failed.add(at)
+    plans = list(dict.fromkeys(r.get("plan", "cogra") for r in result["rates"]))
+    add("Highest sustained rate (rows/s; >=: the ladder's top rate was sustained too):")
+    add("")
+    add("| plan | " + " | ".join(QUERIES) + " |")
+    add("|---|" + "---:|" * len(QUERIES))
+    for plan in plans:
+        add(f"| {plan} | " + " | ".join(
+            f"{'' if (q, plan) in failed or (q, plan) not in best else '>= '}{best.get((q, plan), 0):,}"
+            for q in QUERIES) + " |")
     add("")
     add(f"State over a simulated stream of {result['settings']['events']:,} events (OnlineEvaluation per "
         "group of the plain GROUP-BY keys, as Spark's operator keeps it; the sum of the groups' "
@@ -410,7 +442,8 @@ def _plot(result: dict, plots: Path) -> None:
                                 ("streaming-latency", "latency_p95", "latency p95 (s)")):
         fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=110)
         for q in QUERIES:
-            pts = [(r["rate"], r[column]) for r in rates if r["query"] == q and r[column] is not None]
+            pts = [(r["rate"], r[column]) for r in rates
+                   if r["query"] == q and r.get("plan", "cogra") == "cogra" and r[column] is not None]
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=q)
         if column == "capacity":

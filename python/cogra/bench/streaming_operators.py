@@ -14,10 +14,11 @@ same session:
   a handler that only counts its rows (one long of state per group), over the same
   projection -- the ceiling of the operator, no cogra work;
 * ``cogra transformWithState`` / ``cogra packed``: MATCH_TREND on each operator
-  (``spark.cogra.streaming.operator``).
+  (``spark.cogra.streaming.operator``); ``cogra packed update`` in Update mode (early rows
+  of the open windows after every micro-batch).
 
-transformWithState keeps its state in RocksDB (it takes no other store); the packed
-operator and the native aggregation in the session's store.  Per plan the table also gives
+MATCH_TREND's operators keep their state in RocksDB (transformWithState takes no other
+store); the native aggregation in the session's default store.  Per plan the table also gives
 the state operator's commit time per micro-batch.
 """
 
@@ -33,8 +34,8 @@ from cogra.bench.sections import generated_by, new_result, save, write_section
 from cogra.examples import Q1, Q2, Q3
 
 QUERIES = {"q1": ("activity", Q1), "q2": ("rides", Q2), "q3": ("stock", Q3)}
-PLANS = ("source", "native", "noop transformWithState", "noop packed", "cogra transformWithState")
-"""(``cogra packed`` returns with the packed operator, refused until its restart bug is fixed.)"""
+PLANS = ("source", "native", "noop transformWithState", "noop packed", "cogra transformWithState", "cogra packed",
+         "cogra packed update")
 DELAY = "30 seconds"
 SIZES = {"full": {"files": 12, "rows": 100_000}, "quick": {"files": 6, "rows": 20_000}}
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
@@ -63,8 +64,11 @@ def _noop_transform_with_state(frame: Any, keys: list[str]) -> Any:
 
 
 def _noop_packed(frame: Any, columns: list[str], keys: list[str]) -> Any:
+    """The packed operator with a handler that only counts rows: packing, then
+    transformWithStateInPandas over one row per group and task."""
     from pyspark.sql import functions as F
-    from pyspark.sql.streaming.state import GroupStateTimeout
+    from pyspark.sql.streaming import StatefulProcessor
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from cogra.spark.stream_packing import EVENT_TIME, GROUP, PAYLOAD, pack, read_payload
 
@@ -73,29 +77,39 @@ def _noop_packed(frame: Any, columns: list[str], keys: list[str]) -> Any:
             if batch.num_rows:
                 yield pack(batch, columns)
 
-    def count(key: Any, frames: Any, state: Any) -> Any:
-        import pandas as pd
+    class Count(StatefulProcessor):
+        def init(self, handle: Any) -> None:
+            self.n = handle.getValueState("n", StructType([StructField("n", LongType())]))
 
-        n = sum(read_payload(p).num_rows for f in frames for p in f[PAYLOAD])
-        state.update(((state.get[0] if state.exists else 0) + n,))
-        yield pd.DataFrame({"k": pd.Series([], dtype=object)})
+        def handleInputRows(self, key: Any, rows: Any, timer_values: Any) -> Any:
+            n = sum(read_payload(p).num_rows for pdf in rows for p in pdf[PAYLOAD])
+            self.n.update(((self.n.get()[0] if self.n.exists() else 0) + n,))
+            return iter(())
+
+        def close(self) -> None:
+            pass
 
     grouped = frame.select(*columns, EVENT_TIME, F.to_json(F.struct(*keys)).alias(GROUP))
     packed = grouped.mapInArrow(packing, f"{GROUP} string, {PAYLOAD} binary, {EVENT_TIME} timestamp")
-    return packed.groupBy(GROUP).applyInPandasWithState(count, "k string", "n long", "append",
-                                                        GroupStateTimeout.NoTimeout)
+    return packed.groupBy(GROUP).transformWithStateInPandas(
+        Count(), StructType([StructField("k", StringType())]), "Append", "EventTime")
 
 
 def build(spark: Any, plan: str, name: str, path: str) -> Any:
     """The streaming DataFrame of ``plan`` for query ``name`` over the files in ``path``."""
+    schema = spark.read.parquet(path).schema
+    return plan_frame(spark, plan, name, spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(path))
+
+
+def plan_frame(spark: Any, plan: str, name: str, source: Any) -> Any:
+    """``plan`` for query ``name`` over the streaming DataFrame ``source``.  ``native``
+    gives its window's end as ``window_end`` (seconds), as MATCH_TREND does."""
     from pyspark.sql import functions as F
 
     import cogra
     from cogra.spark import match_trend
 
     _, query = QUERIES[name]
-    schema = spark.read.parquet(path).schema
-    source = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(path)
     if plan == "source":
         return source
     if plan.startswith("cogra"):
@@ -107,9 +121,10 @@ def build(spark: Any, plan: str, name: str, path: str) -> Any:
         "__cogra_event_time", DELAY)
     if plan == "native":
         size, slide = int(q.window.size), int(q.window.step)
-        return timed.groupBy(*keys, F.window("__cogra_event_time", f"{size} seconds", f"{slide} seconds")) \
-            .agg(F.count("*"), F.max("time"))
-    columns = [c for c in cogra.plan(q, _arrow(schema)).bound.columns_used if c in schema.names]
+        return (timed.groupBy(*keys, F.window("__cogra_event_time", f"{size} seconds", f"{slide} seconds"))
+                .agg(F.count("*").alias("count"), F.max("time").alias("max_time"))
+                .select(*keys, F.unix_timestamp(F.col("window.end")).alias("window_end"), "count", "max_time"))
+    columns = [c for c in cogra.plan(q, _arrow(source.schema)).bound.columns_used if c in source.schema.names]
     if plan == "noop transformWithState":
         return _noop_transform_with_state(timed.select(*columns, "__cogra_event_time"), keys)
     return _noop_packed(timed, columns, keys)
@@ -123,10 +138,10 @@ def _arrow(schema: Any) -> Any:
 
 def measure(spark: Any, plan: str, name: str, path: str, work: Path) -> dict:
     """Stream ``plan`` over the backlog; rows per busy second after the first two batches."""
-    store = ROCKSDB if "transformWithState" in plan else HDFS
+    store = HDFS if plan == "native" else ROCKSDB
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", store)
     frame = build(spark, plan, name, path)
-    mode = "update" if plan == "native" else "append"
+    mode = "update" if plan == "native" or plan.endswith(" update") else "append"
     checkpoint = work / f"checkpoint-{name}-{plan.replace(' ', '-')}"
     stream = (frame.writeStream.format("noop").outputMode(mode)
               .option("checkpointLocation", str(checkpoint)).start())
@@ -201,4 +216,4 @@ def write_report(result: dict, docs_dir: Path) -> Path:
     return write_section(docs_dir, "streaming-operators", lines)
 
 
-__all__ = ["PLANS", "QUERIES", "build", "measure", "run", "write_report"]
+__all__ = ["PLANS", "QUERIES", "build", "measure", "plan_frame", "run", "write_report"]

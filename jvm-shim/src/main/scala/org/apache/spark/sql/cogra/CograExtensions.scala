@@ -43,7 +43,7 @@ class CograExtensions extends (SparkSessionExtensions => Unit) {
     // A streaming MATCH_TREND's micro-batch plans: the checkpoint checked, late rows dropped.
     extensions.injectColumnar(session => StreamPreparation.rule(session))
     // ... and the writer's output mode (Update: early rows of open windows).
-    extensions.injectOptimizerRule(_ => StreamOutputMode.rule)
+    extensions.injectPostHocResolutionRule(_ => StreamOutputMode.rule)
   }
 }
 
