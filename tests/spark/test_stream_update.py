@@ -130,3 +130,64 @@ def test_append_mode_emits_only_closed_windows(spark, tmp_path):
     assert len(keys) == len(set(keys)) > 20
     last = max(r[columns.index("window_end")] for r in emitted)
     assert last <= int(pa.compute.max(table["time"]).as_py()) - DELAY
+
+
+NO_SHIM = """
+import glob, os, sys
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+from cogra.spark import match_trend
+root, query = sys.argv[1], sys.argv[2]
+spark = (SparkSession.builder.master("local[2]").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.sql.ansi.enabled", "false").getOrCreate())
+files = sorted(glob.glob(root + "/parts/*.parquet"))
+stream = (spark.readStream.schema(spark.read.parquet(files[0]).schema).option("maxFilesPerTrigger", 1)
+          .parquet(root + "/in"))
+out = match_trend(stream, query, watermark="5 seconds", output_mode="update")
+def record(frame, batch_id):
+    frame.toPandas().to_parquet(root + f"/out/b{batch_id:04}.parquet")
+w = out.writeStream.outputMode("update").foreachBatch(record).option("checkpointLocation", root + "/cp").start()
+for i, f in enumerate(files):
+    w.processAllAvailable()
+    pq.write_table(pq.read_table(f), root + f"/in/p{i:03}.parquet")
+    os.utime(root + f"/in/p{i:03}.parquet", ns=(10**18 + i * 10**7,) * 2)
+w.processAllAvailable()
+w.stop()
+"""
+
+
+def test_the_route_without_the_shim_takes_update_mode_as_an_argument(tmp_path):
+    """``match_trend(..., output_mode="update")`` on a session without the extension (its
+    operator cannot see the writer's mode): the emissions, upserted, end as batch."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    table = events(1500)
+    (tmp_path / "parts").mkdir()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    for i in range(0, table.num_rows, 300):
+        pq.write_table(table.slice(i, 300), tmp_path / "parts" / f"p{i:05}.parquet")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "python"), str(root)]),
+           "PYSPARK_PYTHON": sys.executable}
+    subprocess.run([sys.executable, "-c", NO_SHIM, str(tmp_path), SIMPLE], check=True, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    columns = cogra.result_schema(SIMPLE, table.schema).names
+    final, emissions = {}, 0
+    for path in sorted((tmp_path / "out").glob("b*.parquet")):
+        for row in pq.read_table(path).select(columns).to_pylist():
+            final[window_key(tuple(row.values()), columns)] = tuple(row.values())
+            emissions += 1
+    _, want = evaluate_rows(SIMPLE, table)
+    assert len(want) > 50 and emissions > len(want) and same_rows(final.values(), want)
+
+
+def test_output_mode_is_refused_where_the_writer_decides(spark, tmp_path):
+    from cogra.spark import match_trend
+
+    pq.write_table(events(10), tmp_path / "p.parquet")
+    stream = spark.readStream.schema(spark.read.parquet(str(tmp_path)).schema).parquet(str(tmp_path))
+    with pytest.raises(ValueError, match="the writer's outputMode"):
+        match_trend(stream, SIMPLE, watermark="5 seconds", output_mode="update")

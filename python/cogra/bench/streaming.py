@@ -45,7 +45,7 @@ from cogra.examples import Q1, Q2, Q3
 QUERIES = {"q1": ("activity", Q1), "q2": ("rides", Q2), "q3": ("stock", Q3)}
 DELAY_SECONDS = 30
 TRIGGER = "1 second"
-FULL = {"rates": [16_000 * 2**k for k in range(6)], "seconds": 30, "warmup": 20, "events": 1_000_000, "batch": 10_000}
+FULL = {"rates": [16_000 * 2**k for k in range(6)], "seconds": 24, "warmup": 12, "events": 1_000_000, "batch": 10_000}
 QUICK = {"rates": [500, 2_000], "seconds": 16, "warmup": 15, "events": 100_000, "batch": 5_000}
 PLANS = ("cogra", "cogra update", "native", "noop packed")
 """MATCH_TREND (its default operator, Append mode into Parquet), the same in Update mode

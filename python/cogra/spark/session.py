@@ -196,6 +196,7 @@ def match_trend(
     type_column: str | None = None,
     time_column: str = "time",
     watermark: str | None = None,
+    output_mode: str | None = None,
 ) -> "DataFrame":
     """Evaluate a COGRA ``query`` over ``df``: the DataFrame form of ``MATCH_TREND``.
 
@@ -203,8 +204,16 @@ def match_trend(
     Python UDTF otherwise; both give the same rows.  A streaming ``df`` needs
     ``watermark`` (how late an event may arrive, e.g. ``'30 seconds'``) and a query with
     WITHIN: each window's rows are emitted once the watermark passes its end
-    (:mod:`cogra.spark.streaming`).
+    (:mod:`cogra.spark.streaming`), and, when the writer's output mode is ``update``,
+    the open windows' current rows after every micro-batch.  ``output_mode`` is for a
+    session without the extension only, whose operator cannot see the writer's mode:
+    ``'update'`` there must be the writer's mode too.
     """
+    if output_mode not in (None, "append", "update"):
+        raise ValueError(f"output_mode must be 'append' or 'update', not {output_mode!r}")
+    if output_mode is not None and (not df.isStreaming or has_extension(df.sparkSession)):
+        raise ValueError("output_mode= is for a streaming DataFrame on a session without the cogra "
+                         "extension; with it, the writer's outputMode(...) decides")
     if df.isStreaming:
         from cogra.spark.streaming import match_trend_stream
 
@@ -215,7 +224,7 @@ def match_trend(
                              "it can come any more")
         if not has_extension(df.sparkSession):
             return match_trend_stream(df, query, watermark=watermark, type_column=type_column,
-                                      time_column=time_column)
+                                      time_column=time_column, update=output_mode == "update")
         require_window(parse(query))  # (as the shim would, but as a QueryError here)
     spark = df.sparkSession
     columns = {"time_column": time_column}

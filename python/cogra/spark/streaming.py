@@ -131,9 +131,11 @@ def make_stream_command(analyze_result: bytes, options: str) -> tuple[Any, Any]:
 
 
 def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, type_column: str | None = None,
-                       time_column: str = "time") -> "DataFrame":
-    """The streaming form of ``MATCH_TREND`` (see the module docstring): ``watermark`` is
-    how late an event may arrive, e.g. ``'30 seconds'`` (None: ``df``'s own watermark)."""
+                       time_column: str = "time", update: bool = False) -> "DataFrame":
+    """The streaming form of ``MATCH_TREND`` planned in Python, for sessions without the
+    shim (see the module docstring): ``watermark`` is how late an event may arrive, e.g.
+    ``'30 seconds'`` (None: ``df``'s own watermark); ``update``: the writer writes in
+    Update mode, and the open windows' current rows follow every micro-batch."""
     import cogra
     from pyspark.sql import functions as F
 
@@ -167,7 +169,8 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
     ansi = str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
     processor = MatchTrendProcessor(GroupQuery(query, schema, tuple(columns), type_column, time_column, delay,
                                                on_overflow="error" if ansi else "null",
-                                               event_time_offset=OFFSET_SECONDS if watermark is not None else 0))
+                                               event_time_offset=OFFSET_SECONDS if watermark is not None else 0,
+                                               update=update))
     return events.groupBy(*keys).transformWithStateInPandas(
         statefulProcessor=processor,
         outputStructType=_spark_schema(output),
