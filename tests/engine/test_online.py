@@ -123,9 +123,26 @@ def test_a_streaming_query_needs_within_and_integral_windows() -> None:
     schema = pa.schema([("type", pa.string()), ("time", pa.int64())])
     with pytest.raises(cogra.QueryError, match="needs WITHIN"):
         OnlineEvaluation("RETURN COUNT(*) PATTERN A+", schema)
-    floats = pa.schema([("type", pa.string()), ("time", pa.float64())])
-    with pytest.raises(cogra.QueryError, match="integer or timestamp time"):
-        OnlineEvaluation("RETURN COUNT(*) PATTERN A+ WITHIN 2 seconds", floats)
+    texts = pa.schema([("type", pa.string()), ("time", pa.string())])
+    with pytest.raises(cogra.QueryError):
+        OnlineEvaluation("RETURN COUNT(*) PATTERN A+ WITHIN 2 seconds", texts)
+
+
+@settings(max_examples=200, **COMMON)
+@given(case=cases(max_events=14), fractions=st.lists(st.floats(0, 0.999), min_size=14, max_size=14),
+       cuts=st.lists(st.integers(0, 100), max_size=6), delay=st.integers(1, 3),
+       shuffle_seed=st.integers(0, 10**6), restore_at=st.sets(st.integers(0, 6), max_size=3))
+def test_double_seconds_online_equal_batch(case, fractions, cuts, delay, shuffle_seed, restore_at):
+    """Times in double seconds (read as whole microseconds, floored): the same rows as
+    batch over any split, order within the delay, and restart."""
+    q, table = case
+    assume("WITHIN" in q.text)
+    times = [None if t is None else t + fractions[i % 14] for i, t in enumerate(table.column("time").to_pylist())]
+    table = table.set_column(table.schema.get_field_index("time"), "time", pa.array(times, pa.float64()))
+    got, online = run_online(q.text, table, cuts, delay, shuffle_seed, restore_at)
+    assert online.counters["rows_late"] == 0
+    assert_same_result(sorted_rows(got), sorted_rows(batch_result(q.text, table)),
+                       context=f"\nquery:\n{q.text}\nstream:\n{table.to_pylist()}\ncuts {cuts} delay {delay}")
 
 
 def test_held_rows_stay_bounded_by_the_open_windows() -> None:

@@ -94,7 +94,8 @@ class OnlineEvaluation:
     ``delay``) and returns the rows of the windows that closed, as :func:`cogra.evaluate`
     gives them; ``finish()`` closes the rest (a bounded stream's end); ``snapshot()`` /
     ``restore()`` carry the state over a restart.  ``delay`` is in the query's time units
-    as a duration: seconds for numeric times, and for timestamps too (converted to µs).
+    as a duration: seconds for numeric times, and for timestamps too (converted to µs, the
+    unit times of timestamps and of double seconds are read in, as is ``watermark``).
     ``states`` forces the state kind (``auto``: :func:`state_kind`).  ``bounded``: the
     stream ends (:func:`cogra.evaluate_batches`), so a query without WITHIN -- one window,
     emitted by ``finish()`` -- is allowed.
@@ -117,14 +118,16 @@ class OnlineEvaluation:
         check_windows_per_event(q, limit)
         time_type = self.plan.bound.schema.field(self.plan.bound.time_column).type
         if self.windowed:
-            self.slices = WindowSlices.of(q, schema, time_column)
+            self.slices = WindowSlices.of(q, schema, time_column, double_seconds=True)
             if self.slices is None:
-                raise QueryError("a streaming query needs an integer or timestamp time column and "
-                                 "whole window sizes (its windows close at exact times)", q.text, q.window.span)
-        elif pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type):
-            self.slices = WindowSlices(time_column, 0, 0)  # its times; no window closes before the end
+                raise QueryError("a streaming query needs an integer, timestamp or double time column and "
+                                 "window sizes of whole seconds (whole microseconds over timestamps and "
+                                 "doubles): its windows close at exact times", q.text, q.window.span)
+        elif pa.types.is_integer(time_type) or pa.types.is_timestamp(time_type) or pa.types.is_floating(time_type):
+            # its times; no window closes before the end
+            self.slices = WindowSlices(time_column, 0, 0, micros_of_seconds=pa.types.is_floating(time_type))
         else:
-            raise QueryError(f"a stream needs an integer or timestamp time column, not {time_type}", q.text)
+            raise QueryError(f"a stream needs an integer, timestamp or double time column, not {time_type}", q.text)
         self.query = q
         self.schema = schema
         self.type_column = type_column
@@ -133,7 +136,7 @@ class OnlineEvaluation:
         self.max_windows_per_event = limit
         self.late = late
         self.kind = state_kind(self.plan) if states == "auto" else states
-        unit = 1_000_000 if pa.types.is_timestamp(schema.field(time_column).type) else 1
+        unit = 1_000_000 if pa.types.is_timestamp(time_type) or self.slices.micros_of_seconds else 1
         self.delay = int(round(delay * unit))
         self.state = OnlineState()
         self.carried = (StreamEvaluation(self.plan, schema, on_overflow=on_overflow)
@@ -233,7 +236,7 @@ class OnlineEvaluation:
         rows = probe.finish()
         if not rows.num_rows:
             return rows
-        starts = rows.column("window_start").cast(pa.int64()).to_numpy()
+        starts = self.slices.starts(rows)
         at = np.searchsorted(times, starts)  # the first touched time at or after each start
         hit = at < len(times)
         hit[hit] = times[at[hit]] < starts[hit] + self.slices.size
@@ -375,7 +378,7 @@ def evaluate_batches(
     batch; the rows of each window as it closes, concatenated): their aggregate states
     wherever the kernels can carry the query -- a value they cannot take (a float sum
     spanning more than 2**93, inf/NaN) is then a :class:`DataError` -- else their events.
-    Without WITHIN the one window is the whole stream; integer or timestamp times.
+    Without WITHIN the one window is the whole stream; integer, timestamp or double times.
 
     Events may come out of time order by up to ``delay`` (in the time column's units; for
     timestamps, seconds); an event later than that is a :class:`DataError`.  The result

@@ -16,7 +16,11 @@ workers' CPU per query rose from 0.30 to 0.38-0.40 s and MATCH_TREND was no fast
 core and slower on two; so slices are as large as the chunks (``udtf.SLICE_ROWS``).
 
 Integral windows only (integer or timestamp time, whole sizes): their starts are exact
-int64 multiples of the slide, as the engine enumerates them.
+int64 multiples of the slide, as the engine enumerates them.  A stream
+(:mod:`cogra.runtime.online`) also takes times in double seconds, read as whole
+microseconds (``micros_of_seconds``): floored, a double time compares with a window bound of
+whole microseconds exactly as the double does (the product's rounding error is below half
+the gap between a double and the next one, times 10^6).
 """
 
 from __future__ import annotations
@@ -43,22 +47,38 @@ class WindowSlices:
     time_column: str
     size: int
     step: int
+    micros_of_seconds: bool = False
+    """A time column of double seconds, read as µs (``size`` and ``step`` in µs too)."""
 
     @classmethod
-    def of(cls, query: str, schema: pa.Schema, time_column: str) -> "WindowSlices | None":
-        """For a query whose windows are integral over ``schema``'s ``time_column``, else None."""
+    def of(cls, query: str, schema: pa.Schema, time_column: str, *,
+           double_seconds: bool = False) -> "WindowSlices | None":
+        """For a query whose windows are integral over ``schema``'s ``time_column``, else
+        None; ``double_seconds``: also a double time column, read as µs, with windows of
+        whole µs."""
         window = parse(query).window
         if window is None or time_column not in schema.names:
             return None
         time_type = schema.field(time_column).type
         spec = WindowSpec.of(window, time_type)
+        if double_seconds and pa.types.is_floating(time_type) and spec.size is not None:
+            size, step = spec.size * 1_000_000, spec.step * 1_000_000
+            if size.denominator == 1 and step.denominator == 1:
+                return cls(time_column, int(size), int(step), micros_of_seconds=True)
+            return None
         if not is_integral(spec, time_type):
             return None
         return cls(time_column, int(spec.size), int(spec.step))
 
     def times(self, table: pa.Table) -> np.ndarray:
-        """The time column as int64 (µs floored for timestamps; NULL as :data:`NULL_TIME`)."""
+        """The time column as int64 (µs floored for timestamps and double seconds; NULL, and
+        a double that is no finite time, as :data:`NULL_TIME`)."""
         col = table.column(self.time_column)
+        if pa.types.is_floating(col.type):
+            seconds = col.to_numpy(zero_copy_only=False).astype(np.float64)
+            finite = np.isfinite(seconds) & (np.abs(seconds) < 9.2e12)  # µs within int64
+            micros = np.floor(np.where(finite, seconds, 0.0) * 1e6).astype(np.int64)
+            return np.where(finite, micros, NULL_TIME)
         if pa.types.is_timestamp(col.type):
             values = micros(pc.fill_null(col, pa.scalar(0, col.type)))  # as the engine reads them
         else:
@@ -71,11 +91,18 @@ class WindowSlices:
         is before the row at ``last_time``, which is held)."""
         return (last_time - self.size) // self.step * self.step
 
+    def starts(self, result: pa.Table) -> np.ndarray:
+        """The ``window_start`` column of a result, in these slices' int64 units."""
+        starts = result.column("window_start")
+        if self.micros_of_seconds:
+            return np.round(starts.to_numpy(zero_copy_only=False).astype(np.float64) * 1e6).astype(np.int64)
+        return starts.cast(pa.int64()).to_numpy()
+
     def window_filter(self, result: pa.Table, first: int | None, last: int | None) -> pa.Table:
         """``result``'s rows whose window starts in ``[first, last]`` (None: unbounded)."""
         if first is None and last is None:
             return result
-        starts = result.column("window_start").cast(pa.int64()).to_numpy()
+        starts = self.starts(result)
         keep = np.ones(len(starts), bool)
         if first is not None:
             keep &= starts >= first

@@ -51,8 +51,8 @@ LAST_MICROS = (2**63 - 1) // 1000 - _OFFSET_MICROS
 
 def event_time_sql(time_column: str, time_type: pa.DataType) -> str:
     """Spark SQL for the event time (a timestamp, :data:`OFFSET_SECONDS` after the time;
-    NULL outside the supported range) of a time column: integer seconds, a timestamp, or a
-    timestamp without time zone."""
+    NULL outside the supported range) of a time column: integer or double seconds, a
+    timestamp, or a timestamp without time zone."""
     quoted = "`" + time_column.replace("`", "``") + "`"
     if pa.types.is_timestamp(time_type):
         # A time-zone-less timestamp counts its wall-clock micros from the epoch, as the
@@ -63,8 +63,14 @@ def event_time_sql(time_column: str, time_type: pa.DataType) -> str:
     elif pa.types.is_integer(time_type):
         micros = f"CAST({quoted} AS BIGINT)"
         first, last = -(-FIRST_MICROS // 1_000_000), LAST_MICROS // 1_000_000
+    elif pa.types.is_floating(time_type):
+        # Whole microseconds, floored, as the stream reads double seconds
+        # (cogra.runtime.slices); NaN lies past every bound in Spark's order: NULL.
+        seconds = f"CAST({quoted} AS DOUBLE)"
+        return (f"CASE WHEN {seconds} BETWEEN {FIRST_MICROS / 1e6!r} AND {LAST_MICROS / 1e6!r} "
+                f"THEN timestamp_micros(CAST(floor({seconds} * 1000000D) AS BIGINT) + {_OFFSET_MICROS}) END")
     else:
-        raise ValueError("a streaming MATCH_TREND needs an integer or timestamp time column "
+        raise ValueError("a streaming MATCH_TREND needs an integer, double or timestamp time column "
                          f"(its windows close at exact times), not {time_type}")
     shifted = f"{micros} + {_OFFSET_MICROS}" if first == FIRST_MICROS else f"{micros} * 1000000 + {_OFFSET_MICROS}"
     return f"CASE WHEN {micros} BETWEEN {first} AND {last} THEN timestamp_micros({shifted}) END"
@@ -87,20 +93,20 @@ def check_event_times(times: Any, event_times: Any, time_column: str) -> None:
 
 def watermark_in_time_units(watermark_ms: int | None, time_type: pa.DataType, offset_seconds: int) -> int | None:
     """Spark's watermark (ms of the event time) as a time of the time column: seconds, or
-    microseconds for timestamps; None where Spark has none yet (0).  ``offset_seconds``:
+    microseconds for timestamps and double seconds; None where Spark has none yet (0).  ``offset_seconds``:
     :data:`OFFSET_SECONDS` for the event time of :func:`event_time_sql`, 0 for a watermark
     the input set on its own timestamp column."""
     if watermark_ms is None or watermark_ms <= 0:
         return None
-    if pa.types.is_timestamp(time_type):
+    if pa.types.is_timestamp(time_type) or pa.types.is_floating(time_type):
         return int(watermark_ms) * 1000 - offset_seconds * 1_000_000
     return int(watermark_ms) // 1000 - offset_seconds
 
 
 def timer_ms(end: int, time_type: pa.DataType, offset_seconds: int) -> int:
     """The event-time timer (ms of the event time) at which a window ending at ``end``
-    (time column units) may close: the first watermark at or past it."""
-    if pa.types.is_timestamp(time_type):
+    (time column units; µs for double seconds) may close: the first watermark at or past it."""
+    if pa.types.is_timestamp(time_type) or pa.types.is_floating(time_type):
         return -(-(end + offset_seconds * 1_000_000) // 1000)
     return (end + offset_seconds) * 1000
 
