@@ -51,6 +51,7 @@ from cogra.runtime.slices import NULL_TIME, WindowSlices
 from cogra.runtime.stream import StreamEvaluation, unsupported_reason, values_may_stop
 
 SNAPSHOT_FORMAT = 3
+SNAPSHOT_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 READABLE_FORMATS = (2, 3)  # 2: without the query's identity
 STATE_KINDS = ("auto", "carried", "held")
 
@@ -83,6 +84,9 @@ class OnlineState:
     """``held``: windows starting before this were emitted (None: none yet)."""
     counters: dict[str, int] = field(default_factory=lambda: {
         "rows_in": 0, "rows_late": 0, "rows_null_time": 0, "rows_null_type": 0, "windows_emitted": 0})
+    extra: dict[str, Any] = field(default_factory=dict)
+    """What the evaluation's driver keeps with the state (JSON values): e.g. the event-time
+    timer a Spark operator has set for the group."""
 
 
 class OnlineEvaluation:
@@ -228,7 +232,7 @@ class OnlineEvaluation:
         if not len(times):
             return self.output_schema.empty_table()
         probe = copy.copy(self)  # finishing a copy: its state and kernels' states are its own
-        probe.state = dataclasses.replace(self.state, counters=dict(self.state.counters))
+        probe.state = dataclasses.replace(self.state, counters=dict(self.state.counters), extra={})
         probe.touched = []
         if self.carried is not None:
             probe.carried = StreamEvaluation(self.plan, self.schema, on_overflow=self.on_overflow)
@@ -326,13 +330,15 @@ class OnlineEvaluation:
         st = self.state
         sink = io.BytesIO()
         held = st.held if st.held is not None else self.schema.empty_table()
-        with pa.ipc.new_stream(sink, held.schema) as writer:
+        # zstd: a state store writes (and a stream re-reads) every snapshot whole, per group
+        # and micro-batch; held rows shrink ~4-6x for ~1 ms (IPC readers decompress as is).
+        with pa.ipc.new_stream(sink, held.schema, options=SNAPSHOT_IPC) as writer:
             writer.write_table(held)
         rows = sink.getvalue()
         carried = b"" if self.carried is None else pickle.dumps(self.carried.state(), protocol=5)
         header = json.dumps({"format": SNAPSHOT_FORMAT, "identity": self.identity, "kind": self.kind, "watermark": st.watermark,
                              "max_time": st.max_time, "emitted_before": st.emitted_before,
-                             "counters": st.counters, "rows_bytes": len(rows)}).encode()
+                             "counters": st.counters, "extra": st.extra, "rows_bytes": len(rows)}).encode()
         return len(header).to_bytes(4, "big") + header + rows + carried
 
     def restore(self, data: bytes) -> None:
@@ -355,7 +361,7 @@ class OnlineEvaluation:
         start = 4 + n
         rows = pa.ipc.open_stream(data[start:start + header["rows_bytes"]]).read_all()
         self.state = OnlineState(rows if rows.num_rows else None, header["watermark"], header["max_time"],
-                                 header["emitted_before"], dict(header["counters"]))
+                                 header["emitted_before"], dict(header["counters"]), dict(header.get("extra", {})))
         if self.carried is not None:
             self.carried.load_state(pickle.loads(data[start + header["rows_bytes"]:]))
 

@@ -2,11 +2,16 @@
 
 Each group of the query's plain GROUP-BY keys (one group without keys) is an
 :class:`cogra.runtime.online.OnlineEvaluation` kept in Spark's state store, driven by
-Spark's own stateful operator ``transformWithStateInPandas`` in event-time mode:
+Spark's own stateful operator ``transformWithStateInPandas`` in event-time mode
+(:class:`MatchTrendProcessor`); the shim plans it (docs/ARCHITECTURE.md, "Streaming
+tables"), feeding it each group's rows of a task packed as one Arrow value
+(:mod:`cogra.spark.stream_packing`) or, with ``spark.cogra.streaming.operator=
+transformWithState``, the rows themselves:
 
 * a micro-batch's rows of a group are pushed, then the watermark Spark computed (the
   largest event time seen minus the delay, over all partitions) closes windows, whose rows
-  are emitted -- output mode Append, each (window, group) row once;
+  are emitted -- each (window, group) row once; in Update mode the open windows' current
+  rows that the micro-batch changed follow (:meth:`OnlineEvaluation.early`);
 * an event-time timer at the group's next window end closes its windows when no more of
   its rows arrive;
 * the evaluation's snapshot is the group's state (one binary value): the open windows'
@@ -18,17 +23,16 @@ The watermark is set on every input row, before the pushed-down filter drops the
 the query cannot use, so rows of types the pattern does not name advance it too
 (SEMANTICS.md section 10: the largest time *seen*); its event time is the time column
 shifted by :data:`cogra.spark.event_time.OFFSET_SECONDS`, so that rows at or before the
-epoch are not late before any watermark exists.  Rows at or below the watermark are
-dropped by Spark's operator as late, and counted in the query's progress
-(``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``).  Rows cross the
-pandas operator in a form that keeps every value (:mod:`cogra.spark.stream_rows`).  The
-query's identity is stored with its state (:mod:`cogra.analysis.identity`): a restart
-with a changed query on the same checkpoint is an error, never a mix of two queries.
+epoch are not late before any watermark exists.  Late rows are dropped and counted
+(``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``) before the operator
+by the shim.  Rows cross the pandas operator in a form that keeps every value
+(:mod:`cogra.spark.stream_rows`).  The query's identity is stored with its state
+(:mod:`cogra.analysis.identity`): a restart with a changed query on the same checkpoint is
+an error, never a mix of two queries.
 
-Why ``transformWithStateInPandas`` rather than ``applyInPandasWithState``: timers per
-group at exact event times (the next window end), several state variables and TTL if
-needed later, and the RocksDB state store it is built for; ``applyInPandasWithState``
-offers one timeout per group and a state of fixed columns.
+:func:`match_trend_stream` plans the same operator in Python, for sessions without the
+shim: the rows themselves, Spark's own late-row filter (at or below the previous
+micro-batch's watermark), and the output mode as an argument.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ EVENT_TIME = "__cogra_event_time"
 ALL = "__cogra_all"
 """The one grouping key of a query without plain GROUP-BY keys."""
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 @dataclass(frozen=True)
@@ -157,6 +162,8 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
     spark = df.sparkSession
     if spark.conf.get("spark.sql.streaming.stateStore.providerClass", "") != ROCKSDB:
         spark.conf.set("spark.sql.streaming.stateStore.providerClass", ROCKSDB)
+    if spark.conf.get(CHANGELOG, None) is None:  # (as the shim: docs/ARCHITECTURE.md)
+        spark.conf.set(CHANGELOG, "true")
     columns = list(df.columns)
     events = df.withColumn(EVENT_TIME, event_time)
     wired = {c: wire_sql(c, schema.field(c).type) for c in columns}
@@ -208,17 +215,25 @@ class MatchTrendProcessor(StatefulProcessor):
         self.saved = handle.getValueState("evaluation", StructType([StructField("snapshot", BinaryType())]))
 
     def _online(self) -> Any:
-        return self.group.evaluation(self.saved.get()[0] if self.saved.exists() else None)
+        saved = self.saved.get()  # (None where the group has no state: one call to the store)
+        return self.group.evaluation(saved[0] if saved is not None else None)
 
     def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
         watermark = self.group.watermark(timer_values.getCurrentWatermarkInMs())
         out = online.advance(watermark) if watermark is not None else None
         early = online.early() if self.group.update else None
-        for t in list(self.handle.listTimers()):
-            self.handle.deleteTimer(t)
-        end = online.next_window_end()  # the next window to close ends here
-        if end is not None:
-            self.handle.registerTimer(self.group.timer(end))
+        # One timer, at the end of the next window to close. Each call on the handle is a
+        # round trip to the JVM's state server (several ms): the timer set is kept with the
+        # state, and changes only where that end did.
+        end = online.next_window_end()
+        wanted = None if end is None else self.group.timer(end)
+        timer = online.state.extra.get("timer")
+        if timer != wanted:
+            if timer is not None:
+                self.handle.deleteTimer(timer)
+            if wanted is not None:
+                self.handle.registerTimer(wanted)
+            online.state.extra["timer"] = wanted
         self.saved.update((online.snapshot(),))
         for rows in (out, early):
             if rows is not None and rows.num_rows:
@@ -239,7 +254,10 @@ class MatchTrendProcessor(StatefulProcessor):
         yield from self._close(online, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        yield from self._close(self._online(), timerValues)
+        online = self._online()
+        if online.state.extra.get("timer") == expiredTimerInfo.getExpiryTimeInMs():
+            online.state.extra["timer"] = None  # (Spark removed it as it fired)
+        yield from self._close(online, timerValues)
 
     def close(self) -> None:
         pass
