@@ -230,8 +230,8 @@ def test_the_streaming_section_is_embedded_in_benchmarks_md_once(tmp_path: Path)
         streaming.write_report(result, tmp_path)
     text = (tmp_path / "benchmarks.md").read_text()
     assert text.count(streaming.BEGIN) == 1 and text.index(streaming.END) < text.index("## Files")
-    assert "| q2 | 500 | 6,781 | 1.11 | yes | 1.75 / 6.09 / 7.00 | 40 |" in text
-    assert "Highest sustained rate: q1 0 rows/s, q2 >= 500 rows/s" in text
+    assert "| q2 | cogra | 500 | 6,781 | 1.11 | yes | 1.75 / 6.09 / 7.00 | 40 |" in text
+    assert "| cogra | 0 | >= 500 | 0 |" in text  # highest sustained rate per plan and query
     assert (tmp_path / "benchmarks" / "streaming-state.png").exists()
 
 

@@ -77,8 +77,8 @@ class WindowSlices:
         if pa.types.is_floating(col.type):
             seconds = col.to_numpy(zero_copy_only=False).astype(np.float64)
             finite = np.isfinite(seconds) & (np.abs(seconds) < 9.2e12)  # µs within int64
-            micros = np.floor(np.where(finite, seconds, 0.0) * 1e6).astype(np.int64)
-            return np.where(finite, micros, NULL_TIME)
+            floored = np.floor(np.where(finite, seconds, 0.0) * 1e6).astype(np.int64)
+            return np.where(finite, floored, NULL_TIME)
         if pa.types.is_timestamp(col.type):
             values = micros(pc.fill_null(col, pa.scalar(0, col.type)))  # as the engine reads them
         else:
