@@ -28,6 +28,7 @@ pytest.importorskip("pyspark")
 
 import cogra  # noqa: E402
 from tests.spark.rows import same_rows  # noqa: E402
+from tests.spark.stream_files import OrderedFiles  # noqa: E402
 from tests.spark.test_streaming import CARRIED, DELAY, MIXED, closed_rows, events  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -112,11 +113,9 @@ def test_killed_python_workers_and_their_retried_tasks_equal_batch(tmp_path):
     kills = 0
     try:
         assert proc.stdout.readline() == "started\n"
+        files = OrderedFiles(tmp_path / "in")
         for i, part in enumerate(parts):
-            path = tmp_path / "in" / f"p{i:03}.parquet"
-            pq.write_table(part, path)
-            stamp = time.time_ns() + i * 10_000_000  # read in the order written
-            os.utime(path, ns=(stamp, stamp))
+            files.add(part, f"p{i:03}.parquet")
             if i % 3 == 1:  # every third file: kill the workers once a micro-batch runs
                 deadline = time.monotonic() + 30
                 while time.monotonic() < deadline:

@@ -39,6 +39,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
 import cogra  # noqa: E402
 from tests.spark.rows import same_rows  # noqa: E402
+from tests.spark.stream_files import OrderedFiles  # noqa: E402
 from tests.spark.test_scale import scaled_events  # noqa: E402
 from tests.strategies import queries  # noqa: E402
 
@@ -136,19 +137,13 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
     config = json.dumps({"root": str(root), "queries": list(case.queries), "delay": DELAY,
                          "operator": case.operator})
     written = 0
-    stamp = 0
     log = []
+    files = OrderedFiles(root / "in")
 
     def write(n: int) -> None:
-        # Each file a later modification time than the one before: the file source reads
-        # new files in that order, and files of one millisecond in the directory's order,
-        # which would make later files' rows arrive first and earlier ones late.
-        nonlocal written, stamp
+        nonlocal written
         for part in parts[written:written + n]:
-            path = root / "in" / f"p{written:03}.parquet"
-            pq.write_table(part, path)
-            stamp = max(time.time_ns(), stamp + 10_000_000)
-            os.utime(path, ns=(stamp, stamp))
+            files.add(part, f"p{written:03}.parquet")
             written += 1
 
     def start() -> subprocess.Popen:

@@ -11,7 +11,6 @@ some window must have answered before it closed."""
 from __future__ import annotations
 
 import os
-import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +21,7 @@ pytest.importorskip("pyspark")
 import cogra  # noqa: E402
 from tests.spark.conftest import parametrize_operators  # noqa: E402
 from tests.spark.rows import evaluate_rows, same_rows, sql_literal  # noqa: E402
+from tests.spark.stream_files import OrderedFiles  # noqa: E402
 from tests.spark.test_streaming import CARRIED, DELAY, MIXED, SIMPLE, events  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("operator")]
@@ -50,6 +50,7 @@ def test_update_mode_emits_open_windows_and_ends_as_batch(spark, tmp_path, query
     schema = spark.read.parquet(str(tmp_path / "schema.parquet")).schema
     emitted: list[tuple[int, list[tuple]]] = []  # (files received, rows) per micro-batch
     received = 0
+    ordered = OrderedFiles(tmp_path / "in")
 
     def record(frame, batch_id):
         emitted.append((received, [tuple(r) for r in frame.select(*[f"`{c}`" for c in columns]).collect()]))
@@ -65,10 +66,7 @@ def test_update_mode_emits_open_windows_and_ends_as_batch(spark, tmp_path, query
         try:
             for part in files:
                 writer.processAllAvailable()
-                path = tmp_path / "in" / f"p{received:02}.parquet"
-                pq.write_table(part, path)
-                stamp = time.time_ns() + received * 10_000_000  # read in the order written
-                os.utime(path, ns=(stamp, stamp))
+                ordered.add(part, f"p{received:02}.parquet")
                 received += 1
             writer.processAllAvailable()
         finally:
@@ -149,8 +147,8 @@ def record(frame, batch_id):
 w = out.writeStream.outputMode("update").foreachBatch(record).option("checkpointLocation", root + "/cp").start()
 for i, f in enumerate(files):
     w.processAllAvailable()
-    pq.write_table(pq.read_table(f), root + f"/in/p{i:03}.parquet")
-    os.utime(root + f"/in/p{i:03}.parquet", ns=(10**18 + i * 10**7,) * 2)
+    pq.write_table(pq.read_table(f), root + f"/staging/p{i:03}.parquet")  # then renamed in:
+    os.replace(root + f"/staging/p{i:03}.parquet", root + f"/in/p{i:03}.parquet")  # never half-written
 w.processAllAvailable()
 w.stop()
 """
@@ -168,6 +166,7 @@ def test_the_route_without_the_shim_takes_update_mode_as_an_argument(tmp_path):
     (tmp_path / "parts").mkdir()
     (tmp_path / "in").mkdir()
     (tmp_path / "out").mkdir()
+    (tmp_path / "staging").mkdir()
     for i in range(0, table.num_rows, 300):
         pq.write_table(table.slice(i, 300), tmp_path / "parts" / f"p{i:05}.parquet")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "python"), str(root)]),
