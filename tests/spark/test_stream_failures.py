@@ -160,6 +160,7 @@ def _resident_kb(pids: list[int]) -> int:
     return total
 
 
+@pytest.mark.slow
 def test_sixty_micro_batches_keep_memory_flat(spark, tmp_path):
     from pyspark.sql.streaming import StreamingQueryListener
 

@@ -26,7 +26,7 @@ from tests.spark.test_streaming import CARRIED, DELAY, MIXED, SIMPLE, events  # 
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("operator")]
 
-ROWS_OPERATOR_IN_THE_DEFAULT_SUITE = {"test_update_mode_emits_open_windows_and_ends_as_batch"}
+ROWS_OPERATOR_IN_THE_DEFAULT_SUITE: set[str] = set()  # (the rows operator's runs: slow)
 
 
 def pytest_generate_tests(metafunc):
