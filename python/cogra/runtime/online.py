@@ -102,13 +102,14 @@ class OnlineEvaluation:
     unit times of timestamps and of double seconds are read in, as is ``watermark``).
     ``states`` forces the state kind (``auto``: :func:`state_kind`).  ``bounded``: the
     stream ends (:func:`cogra.evaluate_batches`), so a query without WITHIN -- one window,
-    emitted by ``finish()`` -- is allowed.
+    emitted by ``finish()`` -- is allowed.  ``early``: :meth:`early` gives the open windows'
+    current rows (Update mode).
     """
 
     def __init__(self, query: Any, schema: pa.Schema, *, type_column: str | None = None,
                  time_column: str = "time", delay: float = 0, on_overflow: str = "error",
                  max_windows_per_event: int | None = None, late: str = "count", states: str = "auto",
-                 bounded: bool = False):
+                 bounded: bool = False, early: bool = False):
         if late not in ("count", "error"):
             raise ValueError(f"late must be 'count' or 'error', not {late!r}")
         if states not in STATE_KINDS:
@@ -147,8 +148,9 @@ class OnlineEvaluation:
                         if self.kind == "carried" else None)
         self.output_schema = result_schema(q, schema, type_column=type_column, time_column=time_column)
         self.identity = query_identity(q, schema, type_column=type_column, time_column=time_column).fingerprint()
-        self.touched: list[np.ndarray] = []
-        """The times of the events pushed since the last :meth:`early` (not part of the state)."""
+        self.touched: list[np.ndarray] | None = [] if early else None
+        """With ``early``: the times of the events pushed since the last :meth:`early` (not
+        part of the state; None without it, so that a long stream keeps no list of times)."""
 
     @property
     def counters(self) -> dict[str, int]:
@@ -184,7 +186,8 @@ class OnlineEvaluation:
         if n_late or not keep.all():
             table = table.filter(pa.array(keep))
         if table.num_rows:
-            self.touched.append(times[keep])
+            if self.touched is not None:
+                self.touched.append(times[keep])
             seen = int(times[keep].max())
             st.max_time = seen if st.max_time is None else max(st.max_time, seen)
             st.held = table if st.held is None else pa.concat_tables([st.held, table])
@@ -225,6 +228,8 @@ class OnlineEvaluation:
         open window that an event pushed since the last call falls in -- the rows batch
         evaluation gives over the on-time events received so far in that window.  The
         windows that closed are :meth:`advance`'s; the state does not change."""
+        if self.touched is None:
+            raise ValueError("early() needs an evaluation made with early=True")
         touched, self.touched = self.touched, []
         if not self.windowed or not touched or self.state.max_time is None:
             return self.output_schema.empty_table()

@@ -109,7 +109,8 @@ class GroupQuery:
         from cogra.runtime.online import OnlineEvaluation
 
         online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
-                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow)
+                                  time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow,
+                                  early=self.update)
         if snapshot is not None:
             online.restore(bytes(snapshot))
         return online

@@ -6,8 +6,8 @@ import org.apache.spark.sql.execution.{ColumnarRule, SparkPlan}
 
 /**
  * What a streaming MATCH_TREND's micro-batch plan needs once Spark has prepared it:
- * its checkpoint checked against the query (`CheckpointIdentity`), and, for the packed
- * operator, late rows dropped and counted before packing (`LateRows`).
+ * its checkpoint checked against the query (`CheckpointIdentity`), and late rows dropped
+ * and counted right above the watermark (`LateRows`).
  *
  * A columnar rule, because Spark applies those while preparing each micro-batch's physical
  * plan on the driver, after its incremental planner has given every stateful operator its
