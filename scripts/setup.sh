@@ -20,7 +20,7 @@ fi
 # built from here ships), so that no query -- the demo's, a test's, a Spark worker's --
 # waits for them.
 warm_stamp=.venv/.cogra-warm
-warm_want=$( (echo "$want"; cat python/cogra/warmup.py $(find python/cogra/runtime -name "*.py" -not -path "*/__pycache__/*" | LC_ALL=C sort)) | sha256sum | cut -d' ' -f1)
+warm_want=$( (echo "$want"; cat python/cogra/warmup.py; .venv/bin/python -c "from cogra.runtime.kernel_bundle import sources_hash; print(sources_hash())") | sha256sum | cut -d' ' -f1)
 if [ "${COGRA_WARM:-1}" != "0" ] && { [ ! -f "$warm_stamp" ] || [ "$(cat "$warm_stamp")" != "$warm_want" ] || [ ! -f python/cogra/_kernels/manifest.json ]; }; then
   .venv/bin/cogra warm --bundle && echo "$warm_want" > "$warm_stamp"
 fi

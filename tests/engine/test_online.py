@@ -37,10 +37,18 @@ def sorted_rows(table: pa.Table) -> pa.Table:
 
 
 def run_online(query: str, table: pa.Table, cuts: list[int], delay: int, shuffle_seed: int,
-               restore_at: set[int], states: str = "auto") -> tuple[pa.Table, OnlineEvaluation]:
+               restore_at: set[int], states: str = "auto", journal: bool = False) -> tuple[pa.Table, OnlineEvaluation]:
     """Push ``table`` in batches cut at ``cuts`` (rows shuffled within the delay), advancing
-    the watermark after each; snapshot and restore into a new evaluation at ``restore_at``."""
-    online = OnlineEvaluation(query, table.schema, delay=delay, on_overflow="null", states=states)
+    the watermark after each; snapshot and restore into a new evaluation at ``restore_at``.
+    ``journal``: the held rows are kept apart, as a streaming state store does: every
+    journaled chunk is logged, a chunk dropped only once its latest time is below
+    ``held_from()``, and a restore reads the snapshot without rows plus the log."""
+    def make():
+        return OnlineEvaluation(query, table.schema, delay=delay, on_overflow="null", states=states,
+                                journal=journal)
+
+    online = make()
+    log: list[pa.Table] = []
     order = list(range(table.num_rows))
     rng = random.Random(shuffle_seed)
     times = table.column("time").to_pylist()
@@ -57,10 +65,15 @@ def run_online(query: str, table: pa.Table, cuts: list[int], delay: int, shuffle
     for k, (a, b) in enumerate(zip(bounds, bounds[1:])):
         online.push(shuffled.slice(a, b - a))
         outputs.append(online.advance())
+        if journal:
+            log.extend(online.take_journal())
+            since = online.held_from()
+            if since is not None:
+                log = [t for t in log if int(online.slices.times(t).max()) >= since]
         if k in restore_at:
-            data = online.snapshot()
-            online = OnlineEvaluation(query, table.schema, delay=delay, on_overflow="null", states=states)
-            online.restore(data)
+            data = online.snapshot(rows=not journal)
+            online = make()
+            online.restore(data, rows=log)
     outputs.append(online.finish())
     return pa.concat_tables(outputs), online
 
@@ -68,16 +81,18 @@ def run_online(query: str, table: pa.Table, cuts: list[int], delay: int, shuffle
 @settings(max_examples=400, **COMMON)
 @given(case=cases(max_events=14), cuts=st.lists(st.integers(0, 100), max_size=6),
        delay=st.integers(1, 3), shuffle_seed=st.integers(0, 10**6),
-       restore_at=st.sets(st.integers(0, 6), max_size=3), states=st.sampled_from(STATES))
+       restore_at=st.sets(st.integers(0, 6), max_size=3), states=st.sampled_from(STATES),
+       journal=st.booleans())
 def test_online_equals_batch_over_any_split_order_and_restart(case, cuts, delay, shuffle_seed, restore_at,
-                                                              states):
+                                                              states, journal):
     """Both state kinds: ``carried`` wherever the kernels can carry the query (float sums
-    included: the generated values never stop them), ``held`` for every query."""
+    included: the generated values never stop them), ``held`` for every query; the held
+    rows in the snapshot or kept apart (``journal``)."""
     q, table = case
     assume("WITHIN" in q.text)
     if states == "carried":
         assume(unsupported_reason(cogra.plan(q.text, table.schema)) is None)
-    got, online = run_online(q.text, table, cuts, delay, shuffle_seed, restore_at, states)
+    got, online = run_online(q.text, table, cuts, delay, shuffle_seed, restore_at, states, journal)
     assert online.kind == (state_kind(online.plan) if states == "auto" else states)
     assert online.counters["rows_late"] == 0  # out of order only within the delay
     assert_same_result(sorted_rows(got), sorted_rows(batch_result(q.text, table)),

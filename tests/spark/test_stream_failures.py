@@ -100,8 +100,8 @@ def python_workers(driver: int) -> list[int]:
 
 
 def test_killed_python_workers_and_their_retried_tasks_equal_batch(tmp_path):
-    table = events(4800)
-    parts = [table.slice(i, 400) for i in range(0, table.num_rows, 400)]
+    table = events(3000)
+    parts = [table.slice(i, 375) for i in range(0, table.num_rows, 375)]
     (tmp_path / "in").mkdir()
     pq.write_table(table.slice(0, 1), tmp_path / "schema.parquet")
     queries = [MIXED, CARRIED]

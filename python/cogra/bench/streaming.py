@@ -130,6 +130,7 @@ def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log:
     from cogra.spark import match_trend
 
     from cogra.bench.streaming_operators import HDFS, ROCKSDB
+    from cogra.spark.event_time import OFFSET_SECONDS
 
     data_set, query = QUERIES[name]
     # Spark's aggregation on its default store; MATCH_TREND's operator takes RocksDB only.
@@ -163,14 +164,16 @@ def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log:
     closable: list[tuple[float, float]] = []  # (largest time minus the delay so far, batch start)
     emitted: list[tuple[float, float]] = []  # (batch's watermark, batch end)
     top = -math.inf
+    # MATCH_TREND's watermark is on the time shifted by OFFSET_SECONDS (spark/event_time.py).
+    shift = OFFSET_SECONDS if plan in ("cogra", "cogra update") else 0
     for p in progress:
         start = _epoch(p["timestamp"])
         times = p.get("eventTime") or {}
         if times.get("max"):
-            top = max(top, _epoch(times["max"]))
+            top = max(top, _epoch(times["max"]) - shift)
         closable.append((top - DELAY_SECONDS, start))
-        if times.get("watermark"):
-            emitted.append((_epoch(times["watermark"]), start + p["durationMs"].get("triggerExecution", 0) / 1000))
+        if times.get("watermark") and _epoch(times["watermark"]) > 0:
+            emitted.append((_epoch(times["watermark"]) - shift, start + p["durationMs"].get("triggerExecution", 0) / 1000))
     latencies = []
     ends = sorted(set(streamed.column("window_end").to_pylist())) if streamed is not None else []
     for end in ends:

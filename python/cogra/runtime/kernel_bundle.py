@@ -55,15 +55,30 @@ def python_tag() -> str:
     return f"{sys.implementation.name}{sys.version_info[0]}{sys.version_info[1]}{getattr(sys, 'abiflags', '')}"
 
 
+KERNEL_SOURCES = ("compiled", "aggregates.py", "windows.py", "kernel_bundle.py", "caches.py")
+"""What the kernels are compiled from, under ``cogra/runtime``: the compiled package and
+the modules it takes constants and helpers from.  (Not all of ``runtime``: the online and
+Spark-facing modules there change often and no kernel reads them.)"""
+
+
+def kernel_source_files() -> list[Path]:
+    runtime = PACKAGE / "runtime"
+    files: list[Path] = []
+    for name in KERNEL_SOURCES:
+        path = runtime / name
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    return files
+
+
 def sources_hash() -> str:
-    """A hash of every source the kernels may be compiled from (``cogra/runtime``): numba's
-    own stamp covers a kernel's file only, not the helpers it inlines from others, so an
-    edited helper must invalidate the whole bundle."""
+    """A hash of every source the kernels may be compiled from (:data:`KERNEL_SOURCES`):
+    numba's own stamp covers a kernel's file only, not the helpers it inlines from others,
+    so an edited helper must invalidate the whole bundle."""
     import hashlib
 
     digest = hashlib.sha256()
     runtime = PACKAGE / "runtime"
-    for path in sorted(runtime.rglob("*.py")):
+    for path in kernel_source_files():
         digest.update(str(path.relative_to(runtime)).encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 

@@ -103,13 +103,15 @@ class OnlineEvaluation:
     ``states`` forces the state kind (``auto``: :func:`state_kind`).  ``bounded``: the
     stream ends (:func:`cogra.evaluate_batches`), so a query without WITHIN -- one window,
     emitted by ``finish()`` -- is allowed.  ``early``: :meth:`early` gives the open windows'
-    current rows (Update mode).
+    current rows (Update mode).  ``journal``: the rows each push keeps are also listed for
+    :meth:`take_journal`, for a store that appends them instead of rewriting the held rows
+    (:meth:`snapshot` without rows, :meth:`restore` with them).
     """
 
     def __init__(self, query: Any, schema: pa.Schema, *, type_column: str | None = None,
                  time_column: str = "time", delay: float = 0, on_overflow: str = "error",
                  max_windows_per_event: int | None = None, late: str = "count", states: str = "auto",
-                 bounded: bool = False, early: bool = False):
+                 bounded: bool = False, early: bool = False, journal: bool = False):
         if late not in ("count", "error"):
             raise ValueError(f"late must be 'count' or 'error', not {late!r}")
         if states not in STATE_KINDS:
@@ -151,10 +153,29 @@ class OnlineEvaluation:
         self.touched: list[np.ndarray] | None = [] if early else None
         """With ``early``: the times of the events pushed since the last :meth:`early` (not
         part of the state; None without it, so that a long stream keeps no list of times)."""
+        self.journal: list[pa.Table] | None = [] if journal else None
+        """With ``journal``: the rows pushes kept since the last :meth:`take_journal`."""
 
     @property
     def counters(self) -> dict[str, int]:
         return self.state.counters
+
+    def held_from(self) -> int | None:
+        """The held rows are exactly the rows pushed (and not late) whose time is at least
+        this (None: all of them): ``carried`` settles every row at or before the watermark,
+        ``held`` drops the rows of the windows emitted.  So a store may keep pushed rows in
+        the order they came and drop them lazily: :meth:`restore` filters them."""
+        st = self.state
+        if self.carried is not None:
+            return None if st.watermark is None else st.watermark + 1
+        return st.emitted_before
+
+    def take_journal(self) -> list[pa.Table]:
+        """The rows pushes kept since the last call (needs ``journal=True``)."""
+        if self.journal is None:
+            raise ValueError("take_journal() needs an evaluation made with journal=True")
+        rows, self.journal = self.journal, []
+        return rows
 
     # -- input ---------------------------------------------------------------------------
     def push(self, batch: pa.RecordBatch | pa.Table) -> int:
@@ -188,6 +209,8 @@ class OnlineEvaluation:
         if table.num_rows:
             if self.touched is not None:
                 self.touched.append(times[keep])
+            if self.journal is not None:
+                self.journal.append(table)
             seen = int(times[keep].max())
             st.max_time = seen if st.max_time is None else max(st.max_time, seen)
             st.held = table if st.held is None else pa.concat_tables([st.held, table])
@@ -239,6 +262,7 @@ class OnlineEvaluation:
         probe = copy.copy(self)  # finishing a copy: its state and kernels' states are its own
         probe.state = dataclasses.replace(self.state, counters=dict(self.state.counters), extra={})
         probe.touched = []
+        probe.journal = None
         if self.carried is not None:
             probe.carried = StreamEvaluation(self.plan, self.schema, on_overflow=self.on_overflow)
             probe.carried.load_state(self.carried.state())
@@ -329,12 +353,13 @@ class OnlineEvaluation:
         return self._output(out)
 
     # -- checkpoints ---------------------------------------------------------------------
-    def snapshot(self) -> bytes:
+    def snapshot(self, rows: bool = True) -> bytes:
         """The state as bytes: a length-prefixed JSON header, the held rows as an Arrow IPC
-        stream, and (``carried``) the kernels' window states."""
+        stream (none with ``rows=False``: a store keeps them apart, see ``journal``), and
+        (``carried``) the kernels' window states."""
         st = self.state
         sink = io.BytesIO()
-        held = st.held if st.held is not None else self.schema.empty_table()
+        held = st.held if st.held is not None and rows else self.schema.empty_table()
         # zstd: a state store writes (and a stream re-reads) every snapshot whole, per group
         # and micro-batch; held rows shrink ~4-6x for ~1 ms (IPC readers decompress as is).
         with pa.ipc.new_stream(sink, held.schema, options=SNAPSHOT_IPC) as writer:
@@ -346,12 +371,15 @@ class OnlineEvaluation:
                              "counters": st.counters, "extra": st.extra, "rows_bytes": len(rows)}).encode()
         return len(header).to_bytes(4, "big") + header + rows + carried
 
-    def restore(self, data: bytes) -> None:
+    def restore(self, data: bytes, rows: Iterable[pa.Table] = ()) -> None:
         """Continue from a :meth:`snapshot` of the same query over the same schema (the
         snapshot is trusted: it is the evaluation's own checkpoint).  A snapshot another
-        query wrote (:mod:`cogra.analysis.identity`) is a :class:`CheckpointError`."""
+        query wrote (:mod:`cogra.analysis.identity`) is a :class:`CheckpointError`.
+        ``rows``: the rows kept apart from a ``snapshot(rows=False)``, in the order they
+        were pushed (older ones are dropped here, see :meth:`held_from`); with ``journal``,
+        rows the snapshot itself held are journaled again, for the store to keep apart."""
         n = int.from_bytes(data[:4], "big")
-        header = json.loads(data[4:4 + n])
+        header = snapshot_header(data)
         if header.get("format") not in READABLE_FORMATS:
             raise ValueError(f"unknown snapshot format {header.get('format')!r}")
         stored = header.get("identity")
@@ -364,12 +392,28 @@ class OnlineEvaluation:
         if header["kind"] != self.kind:
             raise ValueError(f"a snapshot of {header['kind']} states cannot continue as {self.kind}")
         start = 4 + n
-        rows = pa.ipc.open_stream(data[start:start + header["rows_bytes"]]).read_all()
-        self.state = OnlineState(rows if rows.num_rows else None, header["watermark"], header["max_time"],
+        inline = pa.ipc.open_stream(data[start:start + header["rows_bytes"]]).read_all()
+        self.state = OnlineState(None, header["watermark"], header["max_time"],
                                  header["emitted_before"], dict(header["counters"]), dict(header.get("extra", {})))
         if self.carried is not None:
             self.carried.load_state(pickle.loads(data[start + header["rows_bytes"]:]))
+        parts = [t for t in itertools.chain([inline], rows) if t.num_rows]
+        if parts:
+            held = pa.concat_tables([t if t.schema.equals(self.schema) else t.cast(self.schema) for t in parts])
+            since = self.held_from()
+            if since is not None:
+                keep = self.slices.times(held) >= since
+                held = held if keep.all() else held.filter(pa.array(keep))
+            self.state.held = held if held.num_rows else None
+        if self.journal is not None:
+            self.journal = [inline] if inline.num_rows else []
 
+
+
+def snapshot_header(data: bytes) -> dict:
+    """The JSON header of a :meth:`OnlineEvaluation.snapshot` (its rows and states unread)."""
+    n = int.from_bytes(data[:4], "big")
+    return json.loads(data[4:4 + n])
 
 
 @with_recursion_room
@@ -432,4 +476,4 @@ def evaluate_batches(
     return pa.concat_tables(parts).replace_schema_metadata(meta)
 
 
-__all__ = ["OnlineEvaluation", "OnlineState", "evaluate_batches", "require_window", "state_kind"]
+__all__ = ["OnlineEvaluation", "OnlineState", "evaluate_batches", "require_window", "snapshot_header", "state_kind"]

@@ -14,10 +14,10 @@ transformWithState``, the rows themselves:
   rows that the micro-batch changed follow (:meth:`OnlineEvaluation.early`);
 * an event-time timer at the group's next window end closes its windows when no more of
   its rows arrive;
-* the evaluation's snapshot is the group's state (one binary value): the open windows'
-  states, or their events for queries the kernels cannot carry (see
-  :mod:`cogra.runtime.online`), so a query restarted from its checkpoint continues where
-  it stopped.
+* the evaluation is the group's state: the open windows' states, or their events for
+  queries the kernels cannot carry (see :mod:`cogra.runtime.online`), written where it
+  changed (:mod:`cogra.spark.stream_state`), so a query restarted from its checkpoint
+  continues where it stopped.
 
 The watermark is set on every input row, before the pushed-down filter drops the rows
 the query cannot use, so rows of types the pattern does not name advance it too
@@ -103,17 +103,33 @@ class GroupQuery:
     def time_type(self) -> pa.DataType:
         return self.schema.field(self.time_column).type
 
-    def evaluation(self, snapshot: bytes | None) -> Any:
-        """The group's :class:`~cogra.runtime.online.OnlineEvaluation`, restored from its
-        state's snapshot where it has one."""
+    def evaluation(self, snapshot: bytes | None, rows: list[pa.Table] | None = None) -> Any:
+        """The group's :class:`~cogra.runtime.online.OnlineEvaluation` (journaling its rows:
+        :mod:`cogra.spark.stream_state`), restored from its state's snapshot and held rows
+        where it has them."""
         from cogra.runtime.online import OnlineEvaluation
 
         online = OnlineEvaluation(self.query, self.schema, type_column=self.type_column,
                                   time_column=self.time_column, delay=self.delay, on_overflow=self.on_overflow,
-                                  early=self.update)
+                                  early=self.update, journal=True)
         if snapshot is not None:
-            online.restore(bytes(snapshot))
+            online.restore(bytes(snapshot), rows=rows or ())
         return online
+
+    def identity(self) -> str:
+        """What tells this call's groups from another query's in a worker's cache."""
+        import hashlib
+
+        text = "\x00".join([self.query, self.schema.to_string(), str(self.type_column), self.time_column,
+                            repr(self.delay), self.on_overflow, str(self.event_time_offset), str(self.update)])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    @staticmethod
+    def snapshot_version(snapshot: bytes) -> int:
+        """The version a snapshot's writer stored with it (0: none)."""
+        from cogra.runtime.online import snapshot_header
+
+        return int(snapshot_header(snapshot).get("extra", {}).get("version") or 0)
 
     def watermark(self, watermark_ms: int | None) -> int | None:
         """Spark's watermark in the time column's units (None: none yet)."""
@@ -203,23 +219,21 @@ def stop_between_batches(query: Any, timeout: float = 60.0) -> None:
 
 
 class MatchTrendProcessor(StatefulProcessor):
-    """The per-group stateful processor: an OnlineEvaluation restored from and saved to the
-    group's state around each call."""
+    """The per-group stateful processor: the group's OnlineEvaluation loaded from its state
+    (or this worker's cache of it) and written back where it changed
+    (:mod:`cogra.spark.stream_state`) around each call."""
 
     def __init__(self, group: GroupQuery):
         self.group = group
 
     def init(self, handle: Any) -> None:
-        from pyspark.sql.types import BinaryType, StructField, StructType
+        from cogra.spark.stream_state import GroupStore
 
         self.handle = handle
-        self.saved = handle.getValueState("evaluation", StructType([StructField("snapshot", BinaryType())]))
+        self.store = GroupStore(handle, self.group)
 
-    def _online(self) -> Any:
-        saved = self.saved.get()  # (None where the group has no state: one call to the store)
-        return self.group.evaluation(saved[0] if saved is not None else None)
-
-    def _close(self, online: Any, timer_values: Any) -> Iterator[Any]:
+    def _close(self, key: Any, entry: Any, timer_values: Any) -> Iterator[Any]:
+        online = entry.online
         watermark = self.group.watermark(timer_values.getCurrentWatermarkInMs())
         out = online.advance(watermark) if watermark is not None else None
         early = online.early() if self.group.update else None
@@ -235,14 +249,15 @@ class MatchTrendProcessor(StatefulProcessor):
             if wanted is not None:
                 self.handle.registerTimer(wanted)
             online.state.extra["timer"] = wanted
-        self.saved.update((online.snapshot(),))
+        self.store.save(key, entry)
         for rows in (out, early):
             if rows is not None and rows.num_rows:
                 yield exact_pandas(rows)
 
     def handleInputRows(self, key: Any, rows: Iterator[Any], timerValues: Any) -> Iterator[Any]:
         group = self.group
-        online = self._online()
+        entry = self.store.load(key)
+        online = entry.online
         for pdf in rows:
             if group.packed:
                 for payload in pdf[PAYLOAD]:
@@ -252,13 +267,14 @@ class MatchTrendProcessor(StatefulProcessor):
             if group.event_time_offset and EVENT_TIME in pdf.columns:
                 check_event_times(pdf[group.time_column], pdf[EVENT_TIME], group.time_column)
             online.push(rows_from_pandas(pdf, group.schema))
-        yield from self._close(online, timerValues)
+        yield from self._close(key, entry, timerValues)
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        online = self._online()
+        entry = self.store.load(key)
+        online = entry.online
         if online.state.extra.get("timer") == expiredTimerInfo.getExpiryTimeInMs():
             online.state.extra["timer"] = None  # (Spark removed it as it fired)
-        yield from self._close(online, timerValues)
+        yield from self._close(key, entry, timerValues)
 
     def close(self) -> None:
         pass
