@@ -155,13 +155,19 @@ class GroupStore:
         new = [t for t in online.take_journal() if t.num_rows]
         since = online.held_from()
         held = online.state.held
+        pending = []
         if new:
+            # Only the new rows still held: at high rates most of a micro-batch's rows are
+            # settled or emitted within it, and a chunk lives as long as its latest row.
             table = pa.concat_tables(new) if len(new) > 1 else new[0]
-            data = encode(table)
-            entry.chunks.append(Chunk(int(online.slices.times(table).max()), len(data)))
-            pending = [(entry.chunks[-1], data)]
-        else:
-            pending = []
+            times = online.slices.times(table)
+            if since is not None and not (times >= since).all():
+                table = table.filter(pa.array(times >= since))
+                times = times[times >= since]
+            if table.num_rows:
+                data = encode(table)
+                entry.chunks.append(Chunk(int(times.max()), len(data)))
+                pending = [(entry.chunks[-1], data)]
         dead = sum(c.size for c in entry.chunks if since is not None and c.high < since)
         live = sum(c.size for c in entry.chunks) - dead
         if held is None or not held.num_rows:
