@@ -221,7 +221,7 @@ def test_the_streaming_section_is_embedded_in_benchmarks_md_once(tmp_path: Path)
 
     (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\ntext\n\n## Files\n\nraw\n")
     run = streaming.RateRun("q2", 500, 16, 10, 6781, 1.11, True, 1.75, 6.09, 7.0, 40, 500, 30, 4096,
-                            0.75, 9041, True, state_written_per_batch=2048, rows_per_batch=512, batch_p50=0.5)
+                            0.75, 9041, True, state_written_per_batch=2048, rows_per_batch=512, batch_p50=0.9)
     curve = streaming.StateCurve("q2", "carried", 30, [1000, 2000, 3000], [5000, 6000, 6000])
     result = {"quick": True, "date": "2026-11-28", "trigger": "1 second", "delay_seconds": 30,
               "rates": [streaming.asdict(run)], "state": [streaming.asdict(curve)],
@@ -230,7 +230,7 @@ def test_the_streaming_section_is_embedded_in_benchmarks_md_once(tmp_path: Path)
         streaming.write_report(result, tmp_path)
     text = (tmp_path / "benchmarks.md").read_text()
     assert text.count(streaming.BEGIN) == 1 and text.index(streaming.END) < text.index("## Files")
-    assert "| q2 | cogra | 500 | 6,781 | 1.11 | yes | 0.50 | 1.75 / 6.09 / 7.00 | **no** | 40 | 2 kB / 4.0 B |" in text
+    assert "| q2 | cogra | 500 | 6,781 | 1.11 | yes | 0.90 | 1.75 / 6.09 / 7.00 | yes | 40 | 2 kB / 4.0 B |" in text
     assert "| cogra | 0 | >= 500 | 0 |" in text  # highest sustained rate per plan and query
     assert (tmp_path / "benchmarks" / "streaming-state.png").exists()
 

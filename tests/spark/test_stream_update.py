@@ -154,6 +154,7 @@ w.stop()
 """
 
 
+@pytest.mark.slow  # (a Spark application of its own; the route without the shim streams in test_stream_hazards)
 def test_the_route_without_the_shim_takes_update_mode_as_an_argument(tmp_path):
     """``match_trend(..., output_mode="update")`` on a session without the extension (its
     operator cannot see the writer's mode): the emissions, upserted, end as batch."""

@@ -96,10 +96,10 @@ def stream_conf(spark):
     spark.conf.set("spark.sql.ansi.enabled", "true")
 
 
-@pytest.mark.parametrize("query, route", [
-    (SIMPLE, "dataframe"), (MIXED, "dataframe"),
-    pytest.param(CARRIED, "dataframe", marks=pytest.mark.slow),  # one plan with SQL's since the shim plans both
-    (SIMPLE, "sql"), (MIXED, "sql"), (CARRIED, "sql"), (EXTENDED, "sql")],
+@pytest.mark.parametrize("query, route", [  # each query once in the default suite: the shim plans both routes alike
+    (SIMPLE, "dataframe"), pytest.param(MIXED, "dataframe", marks=pytest.mark.slow),
+    pytest.param(CARRIED, "dataframe", marks=pytest.mark.slow),
+    pytest.param(SIMPLE, "sql", marks=pytest.mark.slow), (MIXED, "sql"), (CARRIED, "sql"), (EXTENDED, "sql")],
     ids=["pattern-grained", "mixed-grained", "carried", "sql-pattern-grained", "sql-mixed-grained", "sql-carried",
          "sql-quantifier-negation-optional-key"])
 def test_stream_equals_batch_for_the_closed_windows(stream_conf, tmp_path, query, route):
@@ -194,6 +194,7 @@ DRIVER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # (test_stream_recovery kills the driver of random queries in the default suite)
 def test_restart_from_the_checkpoint_after_the_driver_is_killed(tmp_path):
     """The whole driver process is killed with SIGKILL mid-stream; a new one started on the
     same checkpoint finishes the stream; the sink holds exactly the uninterrupted rows."""

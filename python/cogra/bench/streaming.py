@@ -49,7 +49,7 @@ from cogra.examples import Q1, Q2, Q3
 QUERIES = {"q1": ("activity", Q1), "q2": ("rides", Q2), "q3": ("stock", Q3)}
 DELAY_SECONDS = 30
 TRIGGER = "1 second"
-FULL = {"rates": [16_000 * 2**k for k in range(6)], "seconds": 24, "warmup": 12, "events": 1_000_000, "batch": 10_000}
+FULL = {"rates": [16_000 * 2**k for k in range(6)], "seconds": 24, "warmup": 30, "events": 1_000_000, "batch": 10_000}
 QUICK = {"rates": [500, 2_000], "seconds": 16, "warmup": 15, "events": 100_000, "batch": 5_000}
 PLANS = ("cogra", "cogra update", "native", "noop packed")
 """MATCH_TREND (its default operator, Append mode into Parquet), the same in Update mode
@@ -377,8 +377,10 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         "second over the rate, second half of the run (>= 1: the rate is sustained). *Latency*: from "
         "the start of the micro-batch whose events closed a window to the end of the one that "
         "wrote its rows (Spark closes windows one micro-batch after the one that moved the "
-        "watermark); *within target*: the median latency is at most one trigger plus the median "
-        "micro-batch (the micro-batch that closes a window). *State written*: the bytes RocksDB's puts, "
+        "watermark); *within target*: the median latency less the median micro-batch (the one that "
+        "writes a window's rows) is at most one trigger, within 10%: a closed window waits at most one "
+        "trigger for the micro-batch that writes it (true of any plan only below saturation, where "
+        "micro-batches are shorter than the trigger). *State written*: the bytes RocksDB's puts, "
         "merges and deletes wrote per micro-batch, and per row that arrived (second half). *Batch*: "
         "MATCH_TREND over the same rows in the same session, and whether the streamed rows equal "
         "its rows for the windows the stream closed (floats within 1e-12 relative).")
@@ -392,7 +394,7 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         lat = " / ".join("-" if v is None else f"{v:.2f}" for v in (r["latency_p50"], r["latency_p95"], r["latency_max"]))
         batch = r.get("batch_p50")
         within = ("-" if r["latency_p50"] is None or batch is None
-                  else "yes" if r["latency_p50"] <= trigger + batch else "**no**")
+                  else "yes" if r["latency_p50"] - batch <= 1.1 * trigger else "**no**")
         per_row = (f" / {r['state_written_per_batch'] / r['rows_per_batch']:.1f} B"
                    if r.get("state_written_per_batch") is not None and r.get("rows_per_batch") else "")
         add(f"| {r['query']} | {r.get('plan', 'cogra')} | {r['rate']:,} | {r['rows']:,} | {r['capacity']:.2f} | "
@@ -400,7 +402,7 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
             f"{within} | {r['windows']:,} | "
             f"{_kb(r.get('state_written_per_batch'))}{per_row} | "
             f"{r['state_rows'] if r['state_rows'] is not None else '-'} / "
-            f"{_kb(r['state_bytes'])} | {r['batch_rows_per_second'] or '-':,} | "
+            f"{_kb(r['state_bytes'])} | {_count(r['batch_rows_per_second'])} | "
             f"{'-' if r['equal_to_batch'] is None else 'yes' if r['equal_to_batch'] else '**no**'} |")
     add("")
     best, failed = {}, set()
@@ -450,6 +452,10 @@ def embed(docs_dir: Path) -> None:
     from cogra.bench import sections
 
     sections.embed(docs_dir, "streaming")
+
+
+def _count(n: float | None) -> str:
+    return "-" if not n else f"{n:,}"
 
 
 def _kb(n: int | None) -> str:
