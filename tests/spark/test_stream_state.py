@@ -149,11 +149,11 @@ def test_carried_states_kept_apart_equal_batch():
 
 
 def test_bytes_written_follow_the_rows_that_arrived_not_the_state_held():
-    """A 10-minute window at one micro-batch per second of events: the rows held are ~600
+    """A 4-minute window at one micro-batch per second of events: the rows held are ~240
     micro-batches' worth; a micro-batch writes its own rows (and now and then a rewrite of
     the live ones), not the held rows."""
-    query = Q3.replace("SLIDE 10 seconds", "SLIDE 60 seconds")
-    table = stock(60_000, seed=5).filter(pc.equal(pc.field("sector"), "S02"))
+    query = Q3.replace("WITHIN 10 minutes SLIDE 10 seconds", "WITHIN 4 minutes SLIDE 30 seconds")
+    table = stock(30_000, seed=5).filter(pc.equal(pc.field("sector"), "S02"))
     table = table.set_column(1, "time", pa.array([i // 5 for i in range(table.num_rows)], pa.int64()))
     got, store, written = drive(query, table, 5, 30)  # 5 events a second
     assert same_rows(got, closed(query, table, 30))
