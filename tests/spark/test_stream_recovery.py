@@ -126,6 +126,13 @@ def events(case: RecoveryCase) -> pa.Table:
     return scaled_events(ROWS, tuple(types), case.seed)
 
 
+def failure(log: Path) -> str:
+    """The Python traceback or Java exception that ended a driver, from its stderr."""
+    text = log.read_text(errors="replace") if log.exists() else ""
+    lines = [line for line in text.splitlines() if "WARN" not in line]
+    return "\n".join(lines[-40:])
+
+
 def run_case(spark, case: RecoveryCase, root: Path) -> None:
     rng = random.Random(case.seed)
     table = events(case)
@@ -149,7 +156,7 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
 
     def start() -> subprocess.Popen:
         proc = subprocess.Popen([sys.executable, "-c", DRIVER, config], stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, env=env, start_new_session=True)
+                                stderr=open(root / "driver.err", "a"), text=True, env=env, start_new_session=True)
         deadline = time.monotonic() + 240
         while (line := proc.stdout.readline()) != "started\n":
             assert line and time.monotonic() < deadline, f"the driver did not start ({case})"
@@ -171,7 +178,8 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
         (root / "done").touch()
         deadline = time.monotonic() + 600
         while (line := proc.stdout.readline()) != "finished\n":
-            assert line and time.monotonic() < deadline, f"the last run did not finish ({case})"
+            assert line and time.monotonic() < deadline, (f"the last run did not finish ({case})\n"
+                                                          + failure(root / "driver.err"))
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
