@@ -174,6 +174,38 @@ def test_restart_from_the_checkpoint_after_a_stop(stream_conf, tmp_path):
     assert same_rows(got, closed_rows(SIMPLE, table))
 
 
+def test_a_stream_killed_while_writing_its_first_offsets_restarts(stream_conf, tmp_path):
+    """A driver killed while writing ``offsets/0`` leaves only the checkpoint file
+    manager's temporary file (and its checksum): no log entry, so the restart begins at
+    batch 0, where Spark requires the log directory to list empty.  Starting MATCH_TREND on
+    that checkpoint removes the leftover and streams; the sink equals batch."""
+    spark = stream_conf
+    table = events(1200)
+    (tmp_path / "in").mkdir()
+    parts = [table.slice(i, 400) for i in range(0, table.num_rows, 400)]
+    pq.write_table(parts[0], tmp_path / "in" / "p00.parquet")
+    offsets = tmp_path / "checkpoint" / "offsets"
+    offsets.mkdir(parents=True)
+    (tmp_path / "checkpoint" / "commits").mkdir()
+    (tmp_path / "checkpoint" / "metadata").write_text('{"id":"4b1c4e0e-7a62-4d1a-9f55-0c2d1e6f5b11"}')
+    leftover = [offsets / ".0.a3b731d7-8d22-4f1e-a053-4a31680ffdac.tmp",
+                offsets / "..0.a3b731d7-8d22-4f1e-a053-4a31680ffdac.tmp.crc"]
+    for path in leftover:
+        path.write_bytes(b"")
+    writer = start(spark, tmp_path, SIMPLE, spark.createDataFrame(table.slice(0, 1)).schema)
+    try:
+        for i, part in enumerate(parts[1:], 1):
+            writer.processAllAvailable()
+            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
+        writer.processAllAvailable()
+    finally:
+        writer.stop()
+    assert not any(path.exists() for path in leftover)
+    got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
+    want = closed_rows(SIMPLE, table)
+    assert len(want) > 10 and same_rows(got, want)
+
+
 DRIVER = textwrap.dedent("""
     import sys, time
     import pyarrow.parquet as pq

@@ -38,12 +38,15 @@ class CograExtensions extends (SparkSessionExtensions => Unit) {
     Diagnostics.AccumulatorName.length
     CheckpointIdentity.Directory.length
     StreamOutputMode.rule.ruleName.length
+    UnfinishedCheckpointWrites.Logs.length
     extensions.injectTableFunction(
       (FunctionIdentifier(MatchTrend.FunctionName), CograExtensions.info, MatchTrend.builder _))
     // A streaming MATCH_TREND's micro-batch plans: the checkpoint checked, late rows dropped.
     extensions.injectColumnar(session => StreamPreparation.rule(session))
     // ... and the writer's output mode (Update: early rows of open windows).
     extensions.injectPostHocResolutionRule(_ => StreamOutputMode.rule)
+    // ... and a first micro-batch's unfinished log writes removed, so that it restarts.
+    extensions.injectPostHocResolutionRule(session => UnfinishedCheckpointWrites.rule(session))
   }
 }
 
