@@ -22,7 +22,7 @@ import cogra  # noqa: E402
 from tests.spark.conftest import parametrize_operators  # noqa: E402
 from tests.spark.rows import evaluate_rows, same_rows, sql_literal  # noqa: E402
 from tests.spark.stream_files import OrderedFiles  # noqa: E402
-from tests.spark.test_streaming import CARRIED, DELAY, MIXED, SIMPLE, events  # noqa: E402
+from tests.spark.test_streaming import CARRIED, DELAY, MIXED, SIMPLE, events, feed  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("operator")]
 
@@ -117,13 +117,7 @@ def test_append_mode_emits_only_closed_windows(spark, tmp_path):
     out = match_trend(stream, SIMPLE, watermark=f"{DELAY} seconds")
     writer = (out.writeStream.foreachBatch(lambda f, i: emitted.extend(tuple(r) for r in f.collect()))
               .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
-    try:
-        for i, part in enumerate(parts[1:], 1):
-            writer.processAllAvailable()
-            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
-        writer.processAllAvailable()
-    finally:
-        writer.stop()
+    feed(writer, parts, tmp_path / "in")
     keys = [window_key(r, columns) for r in emitted]
     assert len(keys) == len(set(keys)) > 20
     last = max(r[columns.index("window_end")] for r in emitted)

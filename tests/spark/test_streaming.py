@@ -81,6 +81,18 @@ def start(spark, root: Path, query: str, schema, route: str = "dataframe"):
             .option("checkpointLocation", str(root / "checkpoint")).outputMode("append").start())
 
 
+def feed(writer, parts: list[pa.Table], directory: Path) -> None:
+    """Add ``parts[1:]`` to the watched ``directory`` one per micro-batch (``parts[0]`` is
+    there already), let the stream take them all, then stop it."""
+    try:
+        for i, part in enumerate(parts[1:], 1):
+            writer.processAllAvailable()
+            pq.write_table(part, directory / f"p{i:02}.parquet")
+        writer.processAllAvailable()
+    finally:
+        writer.stop()
+
+
 ROWS_OPERATOR_IN_THE_DEFAULT_SUITE = {"test_late_events_are_dropped_and_counted", "test_the_inputs_own_watermark_serves",
                                "test_partition_by_keys_the_stream", "test_restart_from_the_checkpoint_after_a_stop"}
 
@@ -193,13 +205,7 @@ def test_a_stream_killed_while_writing_its_first_offsets_restarts(stream_conf, t
     for path in leftover:
         path.write_bytes(b"")
     writer = start(spark, tmp_path, SIMPLE, spark.createDataFrame(table.slice(0, 1)).schema)
-    try:
-        for i, part in enumerate(parts[1:], 1):
-            writer.processAllAvailable()
-            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
-        writer.processAllAvailable()
-    finally:
-        writer.stop()
+    feed(writer, parts, tmp_path / "in")
     assert not any(path.exists() for path in leftover)
     got = sink_rows(tmp_path / "out", cogra.result_schema(SIMPLE, table.schema).names)
     want = closed_rows(SIMPLE, table)
@@ -344,13 +350,7 @@ def test_the_inputs_own_watermark_serves(stream_conf, tmp_path):
     out = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stamped_ticks), {sql_literal(SIMPLE)})")
     writer = (out.writeStream.format("parquet").option("path", str(tmp_path / "out"))
               .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
-    try:
-        for i, part in enumerate(parts[1:], 1):
-            writer.processAllAvailable()
-            pq.write_table(part, tmp_path / "in" / f"p{i:02}.parquet")
-        writer.processAllAvailable()
-    finally:
-        writer.stop()
+    feed(writer, parts, tmp_path / "in")
     want = cogra.evaluate(SIMPLE, stamped, on_overflow="null")
     last = pc.max(table["time"]).as_py() - DELAY
     want = want.filter(pc.less_equal(pc.cast(want["window_end"], pa.int64()), last * 1_000_000))
