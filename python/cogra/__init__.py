@@ -23,6 +23,9 @@ from cogra.api import (  # noqa: E402
 )
 from cogra.errors import AggregateOverflowError, CheckpointError, CograError, DataError, QueryError  # noqa: E402
 from cogra.runtime.online import OnlineEvaluation, evaluate_batches  # noqa: E402
+from cogra.runtime import warm_start  # noqa: E402
+
+warm_start.start()  # numba and the shipped kernels made ready while the caller loads data
 
 __all__ = [
     "MAX_WINDOWS_PER_EVENT",

@@ -142,6 +142,36 @@ def type_grained() -> None:
 
 
 @case
+def column_types() -> None:
+    """``SEQ(A+, B)`` per semantics and aggregate set over each Arrow type a type column
+    arrives in (string, large_string -- Spark's Arrow batches --, dictionary -- Parquet
+    readers'), integer and float attributes, at a size below and one above the sizes that
+    pick other argument types (read-only arrays of a zero-copy column, wider codes); and
+    q1-q3 read back from Parquet (dictionary columns)."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    from cogra.bench.first_run import AGGREGATES, SEMANTICS, TYPE_COLUMNS, grid_data, grid_query
+    from cogra.examples import EXAMPLES
+
+    for events in (2_000, 300_000):
+        for kind in TYPE_COLUMNS:
+            table = grid_data({"type": kind, "events": events})
+            integer = table.set_column(2, "v", table.column("v").cast("int64"))
+            for semantics in SEMANTICS:
+                for aggregates in AGGREGATES:
+                    query = grid_query({"semantics": semantics, "aggregates": aggregates})
+                    for data in (table, integer):
+                        _evaluate(query, data, type_column="type")
+    with tempfile.TemporaryDirectory(prefix="cogra-warm-") as scratch:
+        for example in EXAMPLES:
+            path = Path(scratch) / f"{example.name}.parquet"
+            pq.write_table(example.data(20_000, seed=1), path)
+            _evaluate(example.query, pq.read_table(path))
+
+
+@case
 def streamed() -> None:
     import cogra
     from cogra import datasets

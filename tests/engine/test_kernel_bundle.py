@@ -24,6 +24,23 @@ from numba.core.dispatcher import Dispatcher
 
 for example in EXAMPLES:
     cogra.evaluate(example.query, example.data(20_000, seed=1), on_overflow="null")
+if sys.argv[1:] == ["grid"]:
+    # SEQ(A+, B) per semantics and aggregate set over each type column's Arrow type, and
+    # q1-q3 read back from Parquet (dictionary columns).
+    import tempfile
+    import pyarrow.parquet as pq
+    from cogra.bench.first_run import AGGREGATES, SEMANTICS, TYPE_COLUMNS, grid_data, grid_query
+    for events in (2_000, 300_000):
+        for kind in TYPE_COLUMNS:
+            table = grid_data({"type": kind, "events": events})
+            for semantics in SEMANTICS:
+                for aggregates in AGGREGATES if events < 100_000 else ("COUNT", "all five"):
+                    query = grid_query({"semantics": semantics, "aggregates": aggregates})
+                    cogra.evaluate(query, table, type_column="type", on_overflow="null")
+    with tempfile.TemporaryDirectory() as scratch:
+        for example in EXAMPLES:
+            pq.write_table(example.data(20_000, seed=1), scratch + "/t.parquet")
+            cogra.evaluate(example.query, pq.read_table(scratch + "/t.parquet"), on_overflow="null")
 hits = misses = 0
 compiled = []
 for module in list(sys.modules.values()):
@@ -39,11 +56,12 @@ print(json.dumps({"hits": hits, "misses": misses, "compiled": compiled}))
 """
 
 
-def _fresh(tmp_path: Path, **env: str) -> dict:
-    """Run q1-q3 at 20k events in a fresh process whose caches are empty."""
+def _fresh(tmp_path: Path, *args: str, **env: str) -> dict:
+    """Run q1-q3 at 20k events (and, with ``grid``, the first-run benchmark's cases) in a
+    fresh process whose caches are empty."""
     settings = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COGRA_CACHE": str(tmp_path / "cogra"),
                 "COGRA_BACKGROUND_COMPILE": "0", **env}
-    done = subprocess.run([sys.executable, "-c", COUNT_COMPILES], env=settings, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", COUNT_COMPILES, *args], env=settings, capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -53,9 +71,49 @@ def test_a_fresh_process_with_empty_caches_compiles_no_generic_kernel(tmp_path: 
     if not (kernel_bundle.bundle_root() / kernel_bundle.MANIFEST).exists():
         pytest.skip("no kernel bundle in this checkout: `make setup` (or `cogra warm --bundle`) builds it")
     assert kernel_bundle.usable(), "the checkout's bundle does not fit this process: run `cogra warm --bundle`"
-    counts = _fresh(tmp_path)
+    counts = _fresh(tmp_path, "grid")
     assert counts["hits"] > 10 and counts["misses"] == 0, counts["compiled"]
     assert not list((tmp_path / "numba").rglob("*.nbc"))  # nothing was compiled into numba's own cache
+
+
+WARM_START = r"""
+import json, sys, time
+import cogra
+from cogra.runtime import kernel_bundle, warm_start
+from cogra.bench.first_run import grid_data, grid_query
+table = grid_data({"type": "dictionary", "events": 50_000})
+assert warm_start.wait(300)
+loaded = {(d.py_func.__module__, d.py_func.__name__, sig) for d in kernel_bundle._DISPATCHERS for sig in d.overloads}
+for semantics in ("any", "next", "contiguous"):
+    cogra.evaluate(grid_query({"semantics": semantics, "aggregates": "all five"}), table, type_column="type",
+                   on_overflow="null")
+after = {(d.py_func.__module__, d.py_func.__name__, sig) for d in kernel_bundle._DISPATCHERS for sig in d.overloads}
+print(json.dumps({"steps": warm_start.steps(), "loaded": len(loaded),
+                  "by_the_call": sorted(f"{m}.{f}" for m, f, _ in after - loaded)}))
+"""
+
+
+def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing(tmp_path: Path) -> None:
+    """``import cogra`` starts the warm start (numba's target, then the bundle, the kernels
+    every call runs first): once it is done, a first call of each semantics loads no
+    kernel itself; with ``COGRA_WARM_START=0`` nothing is loaded ahead."""
+    from cogra.runtime import warm_start
+
+    if not kernel_bundle.usable():
+        pytest.skip("no kernel bundle fits this checkout: `make setup` builds it")
+    settings = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COGRA_CACHE": str(tmp_path / "cogra"),
+                "COGRA_BACKGROUND_COMPILE": "0"}
+    settings.pop(warm_start.WARM_START_ENV, None)
+    done = subprocess.run([sys.executable, "-c", WARM_START], env=settings, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    warm = json.loads(done.stdout.strip().splitlines()[-1])
+    assert warm["steps"][:1 + len(warm_start.FIRST)] == ["numba target", *warm_start.FIRST], warm["steps"]
+    assert warm["loaded"] > 30 and warm["by_the_call"] == [], warm
+    settings[warm_start.WARM_START_ENV] = "0"
+    done = subprocess.run([sys.executable, "-c", WARM_START], env=settings, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cold = json.loads(done.stdout.strip().splitlines()[-1])
+    assert cold["steps"] == [] and cold["loaded"] == 0 and cold["by_the_call"], cold
 
 
 def _bundle(root: Path, **manifest: object) -> Path:
@@ -100,3 +158,29 @@ def test_without_the_bundle_the_same_process_compiles(tmp_path: Path) -> None:
     # The other side of the first test: what the bundle saves (and that the counting sees it).
     counts = _fresh(tmp_path, COGRA_KERNEL_BUNDLE="0")
     assert counts["misses"] > 10 and "run_mixed_ring" in counts["compiled"]
+
+
+FORK = r"""
+import os, sys
+import cogra
+from cogra.bench.first_run import grid_data, grid_query
+table = grid_data({"type": "string", "events": 5_000})
+pid = os.fork()  # at once: the warm start is under way (the fork waits for it)
+if pid == 0:
+    got = cogra.evaluate(grid_query({"semantics": "next", "aggregates": "COUNT"}), table, type_column="type",
+                         on_overflow="null")
+    os._exit(0 if got.num_rows == 1 else 3)
+_, status = os.waitpid(pid, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
+def test_a_process_forked_during_the_warm_start_evaluates(tmp_path: Path) -> None:
+    """A child forked while the warm-start thread held numba's or the import lock would
+    inherit it taken and hang at its first call: the fork waits for the thread."""
+    settings = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COGRA_CACHE": str(tmp_path / "cogra"),
+                "COGRA_BACKGROUND_COMPILE": "0"}
+    settings.pop("COGRA_WARM_START", None)
+    done = subprocess.run([sys.executable, "-c", FORK], env=settings, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]

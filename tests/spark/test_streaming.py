@@ -318,6 +318,7 @@ def test_the_data_set_sources_batch_and_stream(spark):
     from cogra.spark import sources
     from cogra.spark.demo import run_stream_demo
 
+    sources.register(spark)
     first = spark.read.format("cogra.stock").option("rows", 25_000).option("seed", 7).load().toArrow()
     again = spark.read.format("cogra.stock").option("rows", 25_000).option("seed", 7).load().toArrow()
     want = pa.concat_tables([sources.block("stock", k, 7, sources.DEFAULT_START) for k in (0, 1)]).slice(0, 25_000)

@@ -1,20 +1,20 @@
 """``cogra bench --experiments first-run``: what the first query costs on a fresh machine.
 
-Two measurements, written to ``docs/benchmarks/first-run.md`` (embedded in
-``docs/benchmarks.md``) and the raw numbers to ``first-run.json``:
+Written to ``docs/benchmarks/first-run.md`` (embedded in ``docs/benchmarks.md``), the raw
+numbers to ``first-run.json``:
 
-* **A fresh process.**  q1-q3 at 20k and 1M events, each in a process of its own whose
-  kernel caches are empty (``NUMBA_CACHE_DIR`` and ``COGRA_CACHE`` fresh directories):
-  the time of its first ``cogra.evaluate`` (the data generated before the clock starts,
-  the import reported apart).  *Cold* runs with the kernels compiled ahead of time that
-  ship with cogra (:mod:`cogra.runtime.kernel_bundle`), *no bundle* without them
-  (``COGRA_KERNEL_BUNDLE=0``: everything compiles), and *warm* is the same fresh process
-  once a first run has compiled everything the query uses on this machine (its
-  per-shape kernels included): the state of a machine after its first queries.
-* **A fresh executor.**  Each query through ``spark.sql`` on ``local-cluster[2,1,1024]``
-  (two executor JVMs with their own Python workers): first on a new application, against
-  the same query on an application whose executors ran the other two queries first (warm
-  executors, the query new to them), and its repeat.
+* **A fresh process per case** (:func:`process_runs`): q1-q3, and ``SEQ(A+, B)`` over one
+  window per semantics, aggregate set and type column's Arrow type (:func:`grid_cases`),
+  each in a process whose kernel caches are empty (``NUMBA_CACHE_DIR`` and
+  ``COGRA_CACHE`` fresh directories: only the bundle that ships with cogra,
+  :mod:`cogra.runtime.kernel_bundle`).  Its first ``cogra.evaluate`` against the steady
+  state the same process reaches once every kernel it uses is compiled, and the first
+  call of a second fresh process on the caches the first left.
+* **A new Spark application** (:func:`spark_runs`): ``cogra.spark.session()`` against a
+  plain session, and the first MATCH_TREND of q1 over Parquet against the second.
+* **A fresh executor** (:func:`cluster_runs`): each query through ``spark.sql`` on
+  ``local-cluster[2,1,1024]``, first on a new application, against the same query on
+  executors that ran the other two first, and its repeat.
 """
 
 from __future__ import annotations
@@ -30,75 +30,123 @@ from pathlib import Path
 from typing import Any
 
 QUERIES = ("q1", "q2", "q3")
-FULL = {"sizes": [20_000, 1_000_000], "repeat": 3, "no_bundle_sizes": [20_000], "cluster_events": 20_000}
-QUICK = {"sizes": [20_000], "repeat": 1, "no_bundle_sizes": [], "cluster_events": 5_000}
+SEMANTICS = ("any", "next", "contiguous")
+AGGREGATES = {
+    "COUNT": "COUNT(*)",
+    "COUNT+MIN/MAX": "COUNT(*), MIN(A.v), MAX(A.v)",
+    "COUNT+SUM/AVG": "COUNT(*), SUM(A.v), AVG(B.v)",
+    "all five": "COUNT(*), SUM(A.v), MIN(A.v), MAX(A.v), AVG(B.v)",
+}
+TYPE_COLUMNS = ("string", "large_string", "dictionary")
+TARGET = 0.5
+"""The target: a fresh process's first call at no less than half the steady state's rate."""
+
+
+def grid_cases() -> list[dict]:
+    """``SEQ(A+, B)`` in one window, per semantics, aggregate set and type column's type."""
+    return [{"kind": "grid", "semantics": s, "aggregates": a, "type": t}
+            for s in SEMANTICS for a in AGGREGATES for t in TYPE_COLUMNS]
+
+
+FULL = {"grid_events": 3_000_000, "grid": None, "query_events": 1_000_000, "cluster_events": 20_000,
+        "spark_events": 2_000_000, "spark_repeat": 3}
+QUICK = {"grid_events": 1_000_000, "grid": [("any", "COUNT", "dictionary"), ("next", "all five", "string")],
+         "query_events": 200_000, "cluster_events": 5_000,
+         "spark_events": 200_000, "spark_repeat": 1}
 
 CHILD = r"""
 import json, sys, time
 started = time.perf_counter()
 import cogra
 imported = time.perf_counter() - started
-from cogra.examples import EXAMPLES
-name, events, prime = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "prime"
-example = next(e for e in EXAMPLES if e.name == name)
-data, query = example.data(events, seed=1), example.query
-if prime:  # compile every kernel the query's route uses, its per-shape ones included, in the foreground
+case = json.loads(sys.argv[1])
+started = time.perf_counter()
+if case["kind"] == "query":
+    from cogra.examples import EXAMPLES
+    example = next(e for e in EXAMPLES if e.name == case["name"])
+    data, query, options = example.data(case["events"], seed=1), example.query, {}
+else:
+    from cogra.bench.first_run import grid_data, grid_query
+    data, query, options = grid_data(case), grid_query(case), {"type_column": "type"}
+prepared = time.perf_counter() - started
+def call():
+    t = time.perf_counter()
+    cogra.evaluate(query, data, on_overflow="null", **options)
+    return time.perf_counter() - t
+first = call()
+result = {"import": imported, "data": prepared, "first": first}
+if case.get("steady"):
+    # Compile every kernel the query's route uses, generated ones included, in the
+    # foreground: the state the process reaches once its background compiles are done.
     from cogra.runtime.compiled import executor
     from cogra.runtime.compiled.finish import by_column
     from cogra.runtime.compiled.windows import sliding
+    limits = executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, by_column.SPECIALIZE_MIN_KEYS
     executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = by_column.SPECIALIZE_MIN_KEYS = 0
-    cogra.evaluate(query, data, on_overflow="null")
-    sys.exit(0)
-times = []
-for _ in range(2):
-    t = time.perf_counter()
-    cogra.evaluate(query, data, on_overflow="null")
-    times.append(time.perf_counter() - t)
-print(json.dumps({"import": imported, "first": times[0], "second": times[1]}))
+    call()
+    executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, by_column.SPECIALIZE_MIN_KEYS = limits
+    result["steady"] = min(call() for _ in range(3))
+print(json.dumps(result))
 """
 
 
-def _child(name: str, events: int, caches: Path, *, bundle: bool = True, prime: bool = False) -> dict:
+def grid_query(case: dict) -> str:
+    return f"RETURN {AGGREGATES[case['aggregates']]} PATTERN SEQ(A+, B) SEMANTICS {case['semantics']}"
+
+
+def grid_data(case: dict):
+    """``events`` events, nine in ten of type ``A``, the rest ``B``, at distinct times; the
+    type column of the case's Arrow type (``dictionary``: what Parquet readers hand over)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = case["events"]
+    rng = np.random.default_rng(1)
+    types = np.where(rng.random(n) < 0.9, "A", "B")
+    column = pa.array(types, pa.large_string() if case["type"] == "large_string" else pa.string())
+    if case["type"] == "dictionary":
+        column = column.dictionary_encode()
+    return pa.table({"type": column, "time": np.arange(n, dtype=np.int64), "v": rng.integers(1, 100, n).astype(np.float64)})
+
+
+def _child(case: dict, caches: Path, *, steady: bool = False) -> dict:
+    """One fresh process: ``case`` evaluated with the caches under ``caches`` (the
+    shipped bundle, plus whatever earlier processes there compiled)."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(caches / "numba"), "COGRA_CACHE": str(caches / "cogra")}
     env.pop("COGRA_KERNEL_BUNDLE", None)
-    if not bundle:
-        env["COGRA_KERNEL_BUNDLE"] = "0"
-    if prime:
-        env["COGRA_BACKGROUND_COMPILE"] = "0"
-    done = subprocess.run([sys.executable, "-c", CHILD, name, str(events), "prime" if prime else "run"],
+    done = subprocess.run([sys.executable, "-c", CHILD, json.dumps({**case, "steady": steady})],
                           env=env, capture_output=True, text=True, timeout=1800)
     if done.returncode:
-        raise RuntimeError(f"first-run child {name} {events} failed:\n{done.stderr[-3000:]}")
-    return {} if prime else json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"first-run child {case} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def label(case: dict) -> str:
+    if case["kind"] == "query":
+        return case["name"]
+    return f"{case['semantics']}, {case['aggregates']}, {case['type']}"
 
 
 def process_runs(sizes: dict, log: Any) -> list[dict]:
-    """Cold, no-bundle and warm first calls of q1-q3 (see the module docstring)."""
+    """Per case, a fresh process with empty caches (the shipped bundle only): its first
+    call, then the steady state it reaches (its kernels compiled, best of three later
+    calls); and a second fresh process on the caches the first one left (a machine after
+    its first queries)."""
+    cases = [{"kind": "query", "name": q, "events": sizes["query_events"]} for q in QUERIES]
+    grid = grid_cases() if sizes["grid"] is None else [
+        {"kind": "grid", "semantics": s, "aggregates": a, "type": t} for s, a, t in sizes["grid"]]
+    cases += [{**c, "events": sizes["grid_events"]} for c in grid]
     rows = []
-    for events in sizes["sizes"]:
-        for name in QUERIES:
-            row: dict[str, Any] = {"query": name, "events": events}
-            cold, imports = [], []
-            for _ in range(sizes["repeat"]):
-                with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
-                    r = _child(name, events, Path(caches))
-                    cold.append(r["first"])
-                    imports.append(r["import"])
-            row["cold"] = statistics.median(cold)
-            row["import"] = statistics.median(imports)
-            if events in sizes["no_bundle_sizes"]:
-                with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
-                    row["no_bundle"] = _child(name, events, Path(caches), bundle=False)["first"]
-            with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
-                _child(name, events, Path(caches), prime=True)
-                warm = [_child(name, events, Path(caches)) for _ in range(sizes["repeat"])]
-            row["warm"] = statistics.median(r["first"] for r in warm)
-            row["steady"] = statistics.median(r["second"] for r in warm)
-            row["ratio"] = row["cold"] / row["warm"]
-            log(f"first-run {name} {events:,}: cold {row['cold']:.2f} s, warm {row['warm']:.2f} s "
-                f"({row['ratio']:.2f}x), steady {row['steady']:.3f} s"
-                + (f", no bundle {row['no_bundle']:.1f} s" if "no_bundle" in row else ""))
-            rows.append(row)
+    for case in cases:
+        with tempfile.TemporaryDirectory(prefix="cogra-first-run-", ignore_cleanup_errors=True) as caches:
+            fresh = _child(case, Path(caches), steady=True)
+            again = _child(case, Path(caches))
+        row = {**case, "label": label(case), "import": fresh["import"], "data": fresh["data"],
+               "first": fresh["first"], "steady": fresh["steady"], "cached_first": again["first"]}
+        row["ratio"] = row["steady"] / row["first"]
+        log(f"first-run {row['label']} {case['events']:,}: first {row['first']:.3f} s, steady "
+            f"{row['steady']:.3f} s ({row['ratio']:.2f} of steady), cache warm {row['cached_first']:.3f} s")
+        rows.append(row)
     return rows
 
 
@@ -149,6 +197,65 @@ def cluster_runs(events: int, log: Any) -> list[dict]:
     return rows
 
 
+SPARK_CHILD = r"""
+import json, sys, time
+which, parquet = sys.argv[1], sys.argv[2]
+started = time.perf_counter()
+if which == "plain":
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.master("local[2]").appName("first-run-plain").getOrCreate()
+else:
+    from cogra.spark import session
+    spark = session(app_name="first-run-cogra", master="local[2]")
+result = {"session": time.perf_counter() - started}
+if which == "cogra" and parquet:
+    from cogra.examples import Q1
+    spark.read.parquet(parquet).createOrReplaceTempView("activity")
+    sql = "SELECT * FROM MATCH_TREND(TABLE(activity), '" + Q1 + "')"
+    for name in ("first", "second"):
+        t = time.perf_counter()
+        spark.sql(sql).collect()
+        result[name] = time.perf_counter() - t
+spark.stop()
+print(json.dumps(result))
+"""
+
+
+def spark_runs(events: int, repeat: int, log: Any) -> dict:
+    """A new Spark application per run, each in a fresh process with empty kernel caches:
+    how long ``cogra.spark.session()`` takes against a plain ``SparkSession.builder...
+    getOrCreate()`` (both ``local[2]``), and the new application's first MATCH_TREND of q1
+    over ``events`` Parquet rows against its second."""
+    from cogra.examples import EXAMPLES
+
+    plain, cogra_session, first, second = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as scratch:
+        parquet = Path(scratch) / "activity.parquet"
+        import pyarrow.parquet as pq
+
+        pq.write_table(next(e for e in EXAMPLES if e.name == "q1").data(events, seed=1), parquet)
+        for i in range(repeat):
+            for which in ("plain", "cogra"):
+                caches = Path(scratch) / f"caches-{which}-{i}"
+                env = {**os.environ, "NUMBA_CACHE_DIR": str(caches / "numba"), "COGRA_CACHE": str(caches / "cogra"),
+                       "PYSPARK_PYTHON": sys.executable}
+                done = subprocess.run([sys.executable, "-c", SPARK_CHILD, which, str(parquet)], env=env,
+                                      capture_output=True, text=True, timeout=1800)
+                if done.returncode:
+                    raise RuntimeError(f"first-run Spark child {which} failed:\n{done.stderr[-3000:]}")
+                r = json.loads(done.stdout.strip().splitlines()[-1])
+                (plain if which == "plain" else cogra_session).append(r["session"])
+                if which == "cogra":
+                    first.append(r["first"])
+                    second.append(r["second"])
+    row = {"events": events, "repeat": repeat, "plain_session": statistics.median(plain),
+           "cogra_session": statistics.median(cogra_session), "first": statistics.median(first),
+           "second": statistics.median(second)}
+    log(f"first-run Spark: session {row['cogra_session']:.2f} s (plain {row['plain_session']:.2f} s), "
+        f"q1 over {events:,} rows first {row['first']:.2f} s, second {row['second']:.2f} s")
+    return row
+
+
 def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None, *, cluster: bool = True) -> dict:
     """The whole experiment; returns what it wrote to ``out_dir/first-run.json``."""
     log = log or (lambda text: print(text, file=sys.stderr, flush=True))
@@ -158,6 +265,7 @@ def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None, *, c
     result: dict[str, Any] = {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M %Z"),
                               "bundle": kernel_bundle.usable(), "cores": os.cpu_count(),
                               "process": process_runs(sizes, log)}
+    result["spark"] = spark_runs(sizes["spark_events"], sizes["spark_repeat"], log) if cluster else None
     result["executor"] = cluster_runs(sizes["cluster_events"], log) if cluster else []
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "first-run.json").write_text(json.dumps(result, indent=2))
@@ -166,27 +274,49 @@ def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None, *, c
     return result
 
 
+def _verdict(met: bool) -> str:
+    return "met" if met else "**not met**"
+
+
 def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> Path:
     """``docs_dir/benchmarks/first-run.md``, embedded in benchmarks.md."""
-    lines = ["## First run: a fresh process, a fresh executor", ""]
+    lines = ["## First run: a fresh process, a fresh application", ""]
     add = lines.append
     add(f"Generated by `cogra bench --experiments first-run{' --quick' if result['quick'] else ''}` on "
         f"{result['date']}{' (**quick mode**)' if result['quick'] else ''}, {result['cores']} cores; see "
-        "`python/cogra/bench/first_run.py` for the method. Each run is a fresh process with empty kernel "
-        "caches; the data is generated before the clock starts. *Cold*: the first `cogra.evaluate`, with "
-        "the kernels compiled ahead of time that ship with cogra"
+        "`python/cogra/bench/first_run.py` for the method. Each case runs in a fresh process whose kernel "
+        "caches are empty: only the kernels compiled ahead of time that ship with cogra"
         + ("" if result["bundle"] else " (**no bundle fitted this process**: it compiled them)")
-        + ". *No bundle*: the same without them. *Warm*: the first call of a fresh process once the "
-        "machine has compiled everything the query uses (the state after its first queries); "
-        "*steady*: the second call in that process. Medians of the repeats.")
+        + ". *Import*: `import cogra`; *data*: building the input after it (as a user's own loading "
+        "would); *first*: the first `cogra.evaluate`; *steady*: the same process once every kernel the "
+        "query uses is compiled (best of three later calls). *Cache warm*: the first call of a second "
+        f"fresh process on the caches the first left (a machine after its first queries). Target: "
+        f"first call at >= {TARGET} of the steady state's rate. The grid is `SEQ(A+, B)` over one "
+        "window, nine events in ten of type `A`, aggregates over `A.v` and `B.v`.")
     add("")
-    add("| query | events | cold (s) | warm (s) | cold / warm | steady (s) | no bundle (s) | import (s) |")
-    add("|---|---:|---:|---:|---:|---:|---:|---:|")
+    add("| case | events | import (s) | data (s) | first (s) | steady (s) | first / steady rate | target | "
+        "cache warm (s) |")
+    add("|---|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in result["process"]:
-        nb = f"{r['no_bundle']:.1f}" if "no_bundle" in r else "-"
-        add(f"| {r['query']} | {r['events']:,} | {r['cold']:.2f} | {r['warm']:.2f} | {r['ratio']:.2f} | "
-            f"{r['steady']:.3f} | {nb} | {r['import']:.2f} |")
+        add(f"| {r['label']} | {r['events']:,} | {r['import']:.2f} | {r['data']:.2f} | {r['first']:.3f} | "
+            f"{r['steady']:.3f} | {r['ratio']:.2f} | {_verdict(r['ratio'] >= TARGET)} | {r['cached_first']:.3f} |")
     add("")
+    spark = result.get("spark")
+    if spark:
+        add(f"A new Spark application (`local[2]`, a fresh process with empty kernel caches, median of "
+            f"{spark['repeat']}): `cogra.spark.session()` against a plain `SparkSession.builder.master(\"local[2]\")"
+            f".getOrCreate()` (target: within 1 s), and its first MATCH_TREND of q1 over {spark['events']:,} "
+            "Parquet rows against its second (target: within 2x).")
+        add("")
+        add("| measure | cogra | reference | ratio | target |")
+        add("|---|---:|---:|---:|---|")
+        extra = spark["cogra_session"] - spark["plain_session"]
+        add(f"| session (s) | {spark['cogra_session']:.2f} | {spark['plain_session']:.2f} (plain) | "
+            f"+{extra:.2f} s | {_verdict(extra <= 1.0)} |")
+        ratio = spark["first"] / spark["second"]
+        add(f"| q1, first MATCH_TREND (s) | {spark['first']:.2f} | {spark['second']:.2f} (second) | "
+            f"{ratio:.2f}x | {_verdict(ratio <= 2.0)} |")
+        add("")
     if result["executor"]:
         add(f"A fresh executor: each query through `spark.sql` on `local-cluster[2,1,1024]` "
             f"({result['executor'][0]['events']:,} events, two partitions, `cogra.spark.session`, which "
@@ -207,4 +337,5 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
     return sections.write_section(docs_dir, "first-run", lines)
 
 
-__all__ = ["QUERIES", "cluster_runs", "process_runs", "run", "write_report"]
+__all__ = ["AGGREGATES", "QUERIES", "TARGET", "cluster_runs", "grid_cases", "grid_data", "grid_query",
+           "process_runs", "run", "spark_runs", "write_report"]

@@ -137,7 +137,9 @@ def _run_rate(spark: Any, name: str, rate: int, seconds: float, work: Path, log:
     data_set, query = QUERIES[name]
     # Spark's aggregation on its default store; MATCH_TREND's operator takes RocksDB only.
     spark.conf.set("spark.sql.streaming.stateStore.providerClass", HDFS if plan == "native" else ROCKSDB)
-    source = spark.readStream.format(f"cogra.{data_set}").option("rowsPerSecond", rate).load()
+    from cogra.spark import sources
+
+    source = sources.register(spark).readStream.format(f"cogra.{data_set}").option("rowsPerSecond", rate).load()
     if plan in ("cogra", "cogra update"):
         out = match_trend(source, query, watermark=f"{DELAY_SECONDS} seconds")
     else:

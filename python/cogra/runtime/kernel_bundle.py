@@ -171,24 +171,33 @@ def use_bundle(dispatcher: Any) -> Any:
     return dispatcher
 
 
-def preload() -> int:
-    """Load every kernel of the bundle into this process (its modules imported, each
-    signature it holds loaded, nothing compiled); returns how many were loaded.  A Spark
-    executor's Python daemon does this before forking workers (:mod:`cogra.spark.daemon`),
-    so that no query's first task pays for it."""
+def bundled_modules() -> list[str]:
+    """The modules with kernels in the bundle (``cogra.runtime.compiled...``), sorted;
+    empty where this process does not load the bundle (:func:`usable`)."""
+    root = bundle_root()
+    if not usable():
+        return []
+    names = {".".join(["cogra", *index.parent.relative_to(root).parts, index.name.split(".", 1)[0]])
+             for index in root.rglob("*.nbi")}
+    return sorted(names)
+
+
+def preload_module(module: str) -> int:
+    """Load the bundle's kernels of ``module`` (imported if need be; every signature the
+    bundle holds for its dispatchers, nothing compiled); returns how many were loaded."""
     import importlib
 
     root = bundle_root()
     if not usable():
         return 0
-    for index in root.rglob("*.nbi"):
-        parts = [*index.parent.relative_to(root).parts, index.name.split(".", 1)[0]]
-        try:
-            importlib.import_module(".".join(["cogra", *parts]))
-        except ImportError:
-            continue
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return 0
     loaded = 0
     for dispatcher in list(_DISPATCHERS):
+        if dispatcher.py_func.__module__ != module:
+            continue
         cache = dispatcher._cache
         bundle = cache._bundle_file(dispatcher.targetctx.codegen()) if isinstance(cache, BundledCache) else None
         if bundle is None:
@@ -200,5 +209,14 @@ def preload() -> int:
     return loaded
 
 
-__all__ = ["BUNDLE_ENV", "MANIFEST", "BundledCache", "bundle_root", "entry_dir", "preload", "python_tag",
+def preload() -> int:
+    """Load every kernel of the bundle into this process (:func:`preload_module` of each of
+    :func:`bundled_modules`); returns how many were loaded.  A Spark executor's Python
+    daemon does this before forking workers (:mod:`cogra.spark.daemon`), so that no
+    query's first task pays for it."""
+    return sum(preload_module(module) for module in bundled_modules())
+
+
+__all__ = ["BUNDLE_ENV", "MANIFEST", "BundledCache", "bundle_root", "bundled_modules", "entry_dir", "preload",
+           "preload_module", "python_tag",
            "sources_hash", "usable", "use_bundle"]

@@ -303,6 +303,14 @@ class StreamEvaluation:
     # -- input -------------------------------------------------------------------------
     @with_recursion_room
     def push(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Feed ``batch`` (a running call for the background compiles, as an engine call:
+        :func:`cogra.runtime.compiled.codegen.background.compiles_after_the_call`)."""
+        from cogra.runtime.compiled.codegen.background import compiles_after_the_call
+
+        with compiles_after_the_call():
+            self._push(batch)
+
+    def _push(self, batch: pa.RecordBatch | pa.Table) -> None:
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         if table.schema.names != self.schema.names:
             raise DataError(f"batch columns {table.schema.names} differ from the stream's {self.schema.names}")

@@ -155,7 +155,9 @@ def run_stream_demo(seconds: float = 30.0, rows_per_second: int = 2000, rows: in
         out.flush()
 
     with tempfile.TemporaryDirectory(prefix="cogra-stream-demo-") as checkpoint:
-        ticks = spark.readStream.format("cogra.stock").option("rowsPerSecond", rows_per_second).load()
+        from cogra.spark import sources
+
+        ticks = sources.register(spark).readStream.format("cogra.stock").option("rowsPerSecond", rows_per_second).load()
         print(f"q3 over a live stock stream ({rows_per_second:,} ticks per second, 10 ticks per "
               "second of event time; watermark 30 seconds):", file=out)
         print("\n".join("  " + line for line in Q3.splitlines()), file=out)

@@ -126,8 +126,10 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     """
     from pyspark.sql import SparkSession
 
+    from cogra.runtime import warm_start
     from cogra.spark import executors
 
+    warm_start.stop()  # a driver plans; its executors' workers evaluate
     prepare = is_cluster(master) if prepare_executors is None else prepare_executors
     builder = SparkSession.builder.appName(app_name).master(master)
     settings = {**local_defaults(master), **({"spark.python.daemon.module": executors.DAEMON_MODULE} if prepare else {}),
@@ -139,9 +141,6 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
         if key in settings:
             builder = builder.config(key, str(settings[key]))
     spark = configure(builder).getOrCreate()
-    from cogra.spark.sources import register as register_sources
-
-    register_sources(spark)  # cogra.stock, cogra.activity, cogra.rides
     if not has_extension(spark):
         raise RuntimeError(
             "a SparkSession without the cogra extension is already running in this process; "

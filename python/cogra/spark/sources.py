@@ -5,8 +5,11 @@ tests need no external system::
     spark.readStream.format("cogra.stock").option("rowsPerSecond", 1000).load()
 
 ``cogra.stock``, ``cogra.activity`` and ``cogra.rides`` (Python Data Sources,
-:mod:`pyspark.sql.datasource`, registered by :func:`register`, which
-:func:`cogra.spark.session` calls).  Options: ``rows`` (batch: how many, default 100,000),
+:mod:`pyspark.sql.datasource`, registered by :func:`register`).  Not registered by
+:func:`cogra.spark.session`: a JVM's first Python data source registration starts a
+Python process that looks for installed ``pyspark_*`` sources (Spark's
+``DataSourceManager``), 1.7 s that every session would pay for data sets only demos,
+benchmarks and tests read.  Options: ``rows`` (batch: how many, default 100,000),
 ``rowsPerSecond`` (stream: how many become available per second of wall-clock time,
 default 1,000), ``seed`` (default 0), ``start`` (the first event time, epoch seconds,
 default 1,700,000,000: Spark's first watermark, 0, would make events at time 0 late).
@@ -152,10 +155,12 @@ ActivitySource = _source("activity")
 RidesSource = _source("rides")
 
 
-def register(spark: Any) -> None:
-    """Make ``cogra.stock``, ``cogra.activity`` and ``cogra.rides`` formats of ``spark``."""
+def register(spark: Any) -> Any:
+    """Make ``cogra.stock``, ``cogra.activity`` and ``cogra.rides`` formats of ``spark``;
+    returns ``spark``.  Registering again replaces them (a no-op in effect)."""
     for source in (StockSource, ActivitySource, RidesSource):
         spark.dataSource.register(source)
+    return spark
 
 
 __all__ = ["ActivitySource", "BLOCK_ROWS", "RidesSource", "StockSource", "block", "register", "rows_between"]

@@ -39,16 +39,17 @@ from cogra.runtime.compiled.channels import (
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
 MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
-SPECIALIZE_MIN_EVENTS = 4_000_000
+SPECIALIZE_MIN_EVENTS = 32_000_000
 """Runs over at least this many events (a window run's events, a ring run's positions)
 compile the kernel generated for the query's shape (:mod:`cogra.runtime.compiled.codegen`) in the foreground
 and run it.  Below, they run the generic kernel (compiled ahead of time,
 :mod:`cogra.runtime.kernel_bundle`) and request the generated one in the background
 (:func:`background.generated_or_requested`), or run it once compiled.  A foreground compile
-repays only within its own call: q2's per-window kernel compiles in ~1 s and saves ~0.3 s
-per 1M events (0.43 -> 0.13 s), q3's ring runs compile in ~9 s and save ~0.35 s per 1M;
-at 50k a fresh machine's first q3 over 1M events took 10.2 s instead of 1.2 s.  Tests
-lower it."""
+must repay within its own call: q2's per-window kernel compiles in ~1 s and saves
+~0.15 s per 1M events, q3's ring runs compile in ~9 s and save ~0.35 s per 1M -- the
+first from ~7M events, the second from ~26M.  Below that a first call would wait for a
+compile it cannot win back (the background compile serves the next calls).  Tests lower
+it."""
 _SPARE_I, _SPARE_F = np.zeros(1, np.int64), np.zeros(1, np.float64)
 """What a compiled fill gets for a row it does not write."""
 _NO_PAIR_OK = np.zeros(0, np.uint64)

@@ -146,7 +146,7 @@ def _max_abs(sf):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
            prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
            si, sf, sx, sr, bi, bf, bx, bvar):

@@ -1,9 +1,17 @@
 """Compiling a shape's generated kernel in a background process, for later calls.
 
 Inputs below the size that repays compiling in the foreground run the generic kernels;
-where the engine call is large enough to matter (a Spark task's chunks), the generated
-kernel is compiled by a niced process that ends with its parent, one at a time per
-machine, so that later calls find it compiled (:func:`kernel_cache.is_compiled`).
+where the engine call is large enough to matter, the generated kernel is compiled by a
+niced process, one at a time per machine, so that later calls -- of this process, or of
+the next one: the compile outlives a short script, for at most
+:data:`COMPILE_SECONDS` -- find it compiled (:func:`kernel_cache.is_compiled`).
+
+No compile runs beside a query where that would take the query's core: while any cogra
+call runs on the machine (each holds :func:`running` -- a shared lock on a file of the
+cache), a machine of :data:`PAUSE_AT_CORES` cores or fewer keeps the compile stopped
+(``SIGSTOP``, resumed by ``SIGCONT`` when the last call ends).  Why not end the compile
+with the process that asked for it: a script that runs one query and exits then never
+got its generated kernels, each run compiling them again and losing them.
 """
 
 from __future__ import annotations
@@ -61,8 +69,7 @@ def generated_or_requested(shape: Shape, function: str, n_events: int, min_event
 
 def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
     """Compile the shape's ``function`` for the types of ``args`` in a background process
-    that ends with this one (:func:`_end_with`),
-    once per machine and shape, so that later calls find it compiled (:func:`is_compiled`)
+    (:data:`_SUPERVISOR`), once per machine and shape, so that later calls find it compiled (:func:`is_compiled`)
     -- e.g. a Spark worker's 131k-row chunks, each below the size that repays compiling
     in the foreground.  A lock file beside the source (holding the request) keeps other
     processes from starting the same compile; a lock older than 15 minutes is stale.
@@ -86,20 +93,73 @@ _DEFERRED = threading.local()
 
 @contextlib.contextmanager
 def compiles_after_the_call() -> Iterator[None]:
-    """Start the background compiles requested inside the block when it ends: a compile
-    started mid-call takes a core from the call that asked for it (on two cores, q1's
-    first call over 1M events took 0.76 instead of 0.34 s).  Blocks nest; the outermost
-    starts them."""
+    """Start the background compiles requested inside the block when it ends, and mark
+    the call as running meanwhile (:func:`running`, which pauses compiles already under
+    way): a compile beside a call takes a core from it (on two cores, q1's first call
+    over 1M events took 0.76 instead of 0.34 s).  Blocks nest; the outermost starts
+    them."""
     if getattr(_DEFERRED, "requests", None) is not None:
         yield
         return
     _DEFERRED.requests = []
     try:
-        yield
+        with running():
+            yield
     finally:
         pending, _DEFERRED.requests = _DEFERRED.requests, None
         for shape, function, types in pending:
             _start(shape, function, types)
+
+
+COMPILE_SECONDS = 600
+"""The longest a background compile may take, waiting for its turn and paused time
+included; past it, it ends and removes its request (a later call asks again)."""
+
+PAUSE_AT_CORES = 2
+"""On a machine of this many cores or fewer, a background compile is stopped while any
+cogra call runs: the call's own core is one of two."""
+
+POLL_SECONDS = 0.05
+"""How often the compile's supervisor looks whether a call runs: the longest a compile
+runs beside a call that has just started."""
+
+
+def _running_lock() -> Path:
+    return kernel_cache.cache_dir() / "running.lock"
+
+
+@contextlib.contextmanager
+def running() -> Iterator[None]:
+    """Mark a cogra call as running on this machine for its duration (a shared ``flock``
+    on :func:`_running_lock`, released by the kernel if the process dies), so that
+    background compiles pause (see the module docstring).  Nests within a thread."""
+    if getattr(_RUNNING, "depth", 0):
+        _RUNNING.depth += 1
+        try:
+            yield
+        finally:
+            _RUNNING.depth -= 1
+        return
+    handle = None
+    try:
+        import fcntl
+
+        handle = open(_running_lock(), "a")
+        fcntl.flock(handle, fcntl.LOCK_SH)
+    except (OSError, ImportError):
+        if handle is not None:
+            handle.close()
+        handle = None
+    _RUNNING.depth = 1
+    try:
+        yield
+    finally:
+        _RUNNING.depth = 0
+        if handle is not None:
+            handle.close()  # (releases the lock)
+
+
+_RUNNING = threading.local()
 
 
 def _start(shape: Shape, function: str, types: tuple) -> bool:
@@ -121,73 +181,103 @@ def _start(shape: Shape, function: str, types: tuple) -> bool:
         return False
     with os.fdopen(fd, "wb") as f:
         f.write(pickle.dumps((shape, function, types)))
-    subprocess.Popen([sys.executable, "-c", _BACKGROUND, str(lock), str(os.getpid()),
-                      str(kernel_cache.cache_dir() / "background-compile.lock")],
+    subprocess.Popen(supervisor_command(lock, _compile_command(lock)),
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                     start_new_session=True, close_fds=True)
+                     start_new_session=True, close_fds=True, env=_child_env())
     return True
 
 
-_BACKGROUND = """
-import os, sys
+def _child_env() -> dict:
+    """The background processes' environment: this one's, without the warm start (a
+    compile loads the kernels it needs, no more) and with the cache this process uses."""
+    from cogra.runtime.caches import CACHE_ENV, cache_root
+
+    return {**os.environ, "COGRA_WARM_START": "0", CACHE_ENV: str(cache_root())}
+
+
+def _compile_command(lock: Path) -> list[str]:
+    """The compile's own process (the supervisor's child): :func:`_compile_requested`."""
+    return [sys.executable, "-m", "cogra.runtime.compiled.codegen.background", "compile", str(lock)]
+
+
+def supervisor_command(lock: Path, compile_command: list[str], *, pause: bool | None = None) -> list[str]:
+    """The supervisor's command line: :data:`_SUPERVISOR` with its arguments (``pause``:
+    whether to stop the compile while calls run; default by :data:`PAUSE_AT_CORES`)."""
+    import json
+
+    if pause is None:
+        pause = (os.cpu_count() or 1) <= PAUSE_AT_CORES
+    cache = kernel_cache.cache_dir()
+    return [sys.executable, "-c", _SUPERVISOR, str(lock), str(cache / "background-compile.lock"),
+            str(_running_lock()), json.dumps(compile_command), "1" if pause else "0",
+            str(COMPILE_SECONDS), str(POLL_SECONDS)]
+
+
+_SUPERVISOR = """
+import fcntl, json, os, signal, subprocess, sys, time
+lock, turn_path, running_path, command = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+pause, seconds, poll = sys.argv[5] == "1", float(sys.argv[6]), float(sys.argv[7])
+deadline = time.monotonic() + seconds
+
+def give_up(child=None):
+    if child is not None:
+        child.kill()
+        child.wait()
+    try:
+        os.unlink(lock)
+    except FileNotFoundError:
+        pass
+    sys.exit(1)
+
+def calls_running():
+    with open(running_path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        return False
+
 try:
     os.nice(10)
-    import fcntl
-    held = open(sys.argv[3], "a")
-    fcntl.flock(held, fcntl.LOCK_EX)
-except (OSError, ImportError, AttributeError):
+except OSError:
     pass
-from cogra.runtime.compiled.codegen import background
-background._compile_requested(sys.argv[1], int(sys.argv[2]))
-"""
-"""The background compile's process: niced, and holding the machine's background-compile
-lock (one compile at a time, however many are requested) before it imports anything --
-importing cogra and numba costs a core ~0.5 s.  A query requests several compiles (q3
-over 1M events: its ring's two runs and three finishes); run side by side at full
-priority they slowed the query that asked for them ~2x on two cores (q2's first call
-over 1M events: 1.5 instead of 0.45 s)."""
-
-
-def _end_with(parent: int, lock: Path) -> None:
-    """Make this background compile end when the process that asked for it does: a
-    compile outliving its driver or worker holds a core nobody waits for.  Linux tells the
-    process at once (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent.  Ending
-    early removes the lock, so that the next call asks again.  (Its own session still: a
-    Ctrl-C meant for the parent's terminal should not cut a compile that is about to end
-    with the parent's exit anyway.)"""
-    import signal
-
-    def stop(*_: object) -> None:
-        lock.unlink(missing_ok=True)
-        os._exit(1)
-
-    signal.signal(signal.SIGTERM, stop)
+turn = open(turn_path, "a")
+while True:
     try:
-        import ctypes
+        fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        break
+    except BlockingIOError:
+        if time.monotonic() > deadline:
+            give_up()
+        time.sleep(0.5)
+child = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+stopped = False
+while child.poll() is None:
+    if time.monotonic() > deadline:
+        if stopped:
+            child.send_signal(signal.SIGCONT)
+        give_up(child)
+    wanted = pause and calls_running()
+    if wanted != stopped:
+        child.send_signal(signal.SIGSTOP if wanted else signal.SIGCONT)
+        stopped = wanted
+    time.sleep(poll)
+sys.exit(child.returncode)
+"""
+"""The background compile's supervisor, standard library only (importing cogra, numba
+and pyarrow would cost the call that just ended's machine ~0.7 s of a core): niced, it
+waits for the machine's turn (one compile at a time: a flock, polled so that the wait is
+bounded), runs the compile in a child, keeps it stopped while calls hold the running
+lock where ``pause`` is set, and ends it past the deadline, removing its request."""
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # the parent ended before the signal was armed
-        stop()
 
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                stop()
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
-def _compile_requested(lock: str, parent: int | None = None) -> None:
-    """The background process: compile what the lock file asks for (numba saves it to its
-    disk cache), then remove the lock; end with ``parent`` (:func:`_end_with`)."""
+def _compile_requested(lock: str) -> None:
+    """Compile what the lock file asks for (numba saves it to its disk cache), then remove
+    the lock."""
     import pickle
 
     path = Path(lock)
-    if parent is not None:
-        _end_with(parent, path)
     shape, function, signature = pickle.loads(path.read_bytes())
     # A compile that fails leaves its lock: no process asks again until it is stale
     # (STALE_LOCK_SECONDS) -- each Spark task's call would start another one.
@@ -196,7 +286,7 @@ def _compile_requested(lock: str, parent: int | None = None) -> None:
     path.unlink(missing_ok=True)
 
 
-if __name__ == "__main__":  # python -m cogra.runtime.compiled.codegen.background LOCK (see compile_in_background)
+if __name__ == "__main__":  # python -m cogra.runtime.compiled.codegen.background compile LOCK
     from cogra.runtime.compiled.codegen import background  # the module proper, not this __main__ copy
 
-    background._compile_requested(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else None)
+    background._compile_requested(sys.argv[2])

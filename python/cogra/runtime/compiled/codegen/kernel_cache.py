@@ -38,9 +38,37 @@ def cache_dir() -> Path:
 
 
 def _source_path(shape: Shape) -> tuple[Path, bool]:
-    """Where the shape's module is written, and whether the file there is this version's."""
+    """Where the shape's module is written, and whether the file there is this version's:
+    its first line names :func:`generator_version` (the same shape key under the same
+    version is the same text).  Reading one line, not generating the source to compare:
+    generating q1's costs 0.25 s (it parses the helpers' sources), on a first call's path
+    that only asks whether the kernel is compiled."""
     path = cache_dir() / f"cogra_kernel_{shape.key}.py"
-    return path, path.exists() and path.read_text() == _source(shape)
+    try:
+        with open(path, "rb") as f:
+            return path, f.readline() == _version_line().encode()
+    except FileNotFoundError:
+        return path, False
+
+
+_GENERATORS = ("window_kernel", "window_finish", "pane_loading")
+
+
+@functools.lru_cache(maxsize=None)
+def generator_version() -> str:
+    """A hash of everything a generated module's text depends on: the generators and the
+    sources they import from or copy (read, not imported)."""
+    from cogra.runtime.compiled.codegen.window_kernel import _HELPERS, _source_file
+
+    digest = hashlib.sha256()
+    for module in (*(f"cogra.runtime.compiled.codegen.{g}" for g in _GENERATORS), *_HELPERS,
+                   "cogra.runtime.compiled.finish.common_cases", "cogra.runtime.compiled.finish.by_column"):
+        digest.update(_source_file(module).read_bytes())
+    return digest.hexdigest()[:24]
+
+
+def _version_line() -> str:
+    return f"# cogra generated kernel, generator {generator_version()}\n"
 
 
 _LOADING = threading.Lock()
@@ -63,7 +91,7 @@ def _module_for(shape: Shape):
         path, current = _source_path(shape)
         if not current:
             tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(_source(shape))
+            tmp.write_text(_version_line() + _source(shape))
             os.replace(tmp, path)
         name = f"cogra_kernel_{key}"
         spec = importlib.util.spec_from_file_location(name, path)
