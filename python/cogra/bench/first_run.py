@@ -221,6 +221,27 @@ print(json.dumps(result))
 """
 
 
+TOUCH = r"""
+import time
+import numpy as np
+import pyarrow as pa
+started = time.perf_counter()
+buffer = pa.allocate_buffer(256 << 20)
+np.frombuffer(buffer, np.uint8)[::4096] = 1
+print((time.perf_counter() - started) * 1000 / 256)
+"""
+
+
+def first_touch_ms_per_mb() -> float:
+    """What a fresh process pays per MiB of memory it touches first (256 MiB from Arrow's
+    pool, one write per page).  A first call's arrays are fresh memory; on a virtual
+    machine whose memory the hypervisor has not backed yet (a freshly booted one) this is
+    ~3 ms/MiB, ~0.2 once the machine has used its memory -- 0.4 s of a first call over 3M
+    events in the first case, so the report states which one it ran in."""
+    done = subprocess.run([sys.executable, "-c", TOUCH], capture_output=True, text=True, check=True, timeout=600)
+    return float(done.stdout.strip())
+
+
 def spark_runs(events: int, repeat: int, log: Any) -> dict:
     """A new Spark application per run, each in a fresh process with empty kernel caches:
     how long ``cogra.spark.session()`` takes against a plain ``SparkSession.builder...
@@ -264,7 +285,9 @@ def run(quick: bool, out_dir: Path, docs_dir: Path | None, log: Any = None, *, c
     sizes = QUICK if quick else FULL
     result: dict[str, Any] = {"quick": quick, "date": time.strftime("%Y-%m-%d %H:%M %Z"),
                               "bundle": kernel_bundle.usable(), "cores": os.cpu_count(),
-                              "process": process_runs(sizes, log)}
+                              "first_touch_ms_per_mb": first_touch_ms_per_mb()}
+    log(f"first-run: a fresh process touches fresh memory at {result['first_touch_ms_per_mb']:.2f} ms/MiB")
+    result["process"] = process_runs(sizes, log)
     result["spark"] = spark_runs(sizes["spark_events"], sizes["spark_repeat"], log) if cluster else None
     result["executor"] = cluster_runs(sizes["cluster_events"], log) if cluster else []
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -292,7 +315,11 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         "query uses is compiled (best of three later calls). *Cache warm*: the first call of a second "
         f"fresh process on the caches the first left (a machine after its first queries). Target: "
         f"first call at >= {TARGET} of the steady state's rate. The grid is `SEQ(A+, B)` over one "
-        "window, nine events in ten of type `A`, aggregates over `A.v` and `B.v`.")
+        "window, nine events in ten of type `A`, aggregates over `A.v` and `B.v`. A fresh process "
+        f"touched fresh memory at {result.get('first_touch_ms_per_mb', float('nan')):.2f} ms/MiB on this "
+        "machine (a first call's arrays are fresh memory; a virtual machine whose memory its hypervisor "
+        "has not backed yet, as after boot, pays ~3 ms/MiB, ~0.4 s of a first call over 3M events; "
+        "~0.2 once it has used its memory).")
     add("")
     add("| case | events | import (s) | data (s) | first (s) | steady (s) | first / steady rate | target | "
         "cache warm (s) |")

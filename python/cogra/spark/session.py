@@ -122,7 +122,10 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     With a cluster master (``prepare_executors`` unset) or ``prepare_executors=True``, the
     executors' Python daemons load cogra before forking workers and a probe task per core
     checks them (:mod:`cogra.spark.executors`): a missing cogra is a CograError here, and
-    the first query's tasks start warm.
+    the first query's tasks start warm.  With a local master (``prepare_executors``
+    unset), the daemons load cogra too and a first MATCH_TREND over a few rows runs in a
+    background thread (:func:`executors.warm_up_in_background`; no check is needed: the
+    workers run this machine's cogra); ``prepare_executors=False`` does neither.
     """
     from pyspark.sql import SparkSession
 
@@ -131,8 +134,10 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
 
     warm_start.stop()  # a driver plans; its executors' workers evaluate
     prepare = is_cluster(master) if prepare_executors is None else prepare_executors
+    warm_up = prepare_executors is None and not is_cluster(master)
     builder = SparkSession.builder.appName(app_name).master(master)
-    settings = {**local_defaults(master), **({"spark.python.daemon.module": executors.DAEMON_MODULE} if prepare else {}),
+    daemon = {"spark.python.daemon.module": executors.DAEMON_MODULE} if prepare or warm_up else {}
+    settings = {**local_defaults(master), **daemon,
                 **{str(k): v for k, v in conf.items()}}
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
@@ -149,6 +154,8 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
         )
     if prepare:
         executors.prepare(spark)
+    elif warm_up:
+        executors.warm_up_in_background(spark)
     return spark
 
 

@@ -1,0 +1,34 @@
+"""What a new application's first MATCH_TREND waits for, started by ``cogra.spark.session``
+on a local master without holding the session back (cogra.spark.executors)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+
+def test_a_local_session_starts_its_python_workers_in_the_background(spark) -> None:
+    """The daemon that loads cogra and the bundle before forking workers is set for a
+    local master too, and the warm-up (analysis worker, one probe task per core) runs in
+    threads: once it ends, every task's worker starts with cogra imported."""
+    from cogra.spark import executors
+
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == executors.DAEMON_MODULE
+    assert executors.wait_warmed_up(spark, timeout=300)
+    n = spark.sparkContext.defaultParallelism
+    found = [executors.ExecutorReport(*r) for r in
+             spark.range(0, n, 1, n).mapInArrow(executors._by_value(executors._probe), executors.PROBE_SCHEMA).collect()]
+    assert len(found) == n and all(r.preloaded and r.cogra for r in found), found
+
+
+def test_session_registers_no_python_data_source(spark, monkeypatch) -> None:
+    """A JVM's first Python data source costs 1.7 s (Spark's lookup of installed ones):
+    ``session()`` leaves the data-set sources to ``cogra.spark.sources.register``."""
+    from cogra.spark import session, sources
+
+    calls = []
+    monkeypatch.setattr(sources, "register", lambda s: calls.append(s))
+    monkeypatch.setattr(type(spark.dataSource), "register", lambda self, source: calls.append(source))
+    again = session(app_name="cogra-tests", master="local[2]", prepare_executors=False)
+    assert again is spark and calls == []
