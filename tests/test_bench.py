@@ -330,3 +330,31 @@ def test_the_whole_call_section_states_its_target_and_feeds_the_readme(tmp_path:
     assert "skip-till-next-match 0.38 (not met)." in md
     assert readme.whole_call_span(md) == "0.38-0.60 of its events/s (75-100 M events/s)"
     assert readme.whole_call_span("# Benchmarks\n") is None
+
+
+def test_the_first_run_section_judges_each_case_and_feeds_the_readme(tmp_path: Path) -> None:
+    """Each case's verdict is its first call's rate against its steady state's; the README
+    row spans the cases and counts those that meet the target; the Spark table judges the
+    session's extra time and the first query against the second."""
+    from cogra.bench import first_run, readme
+
+    def case(label: str, first: float, steady: float) -> dict:
+        return {"label": label, "events": 1_000_000, "import": 0.6, "data": 0.2, "warm_start": 1.1,
+                "warm_start_ended_before": False, "first": first, "steady": steady, "ratio": steady / first,
+                "cached_first": first / 2}
+
+    result = {"quick": False, "date": "2026-11-29 00:00 UTC", "bundle": True, "cores": 2,
+              "first_touch_ms_per_mb": 0.2, "process": [case("q1", 0.2, 0.1), case("any, COUNT, string", 0.5, 0.05)],
+              "spark": {"events": 2_000_000, "repeat": 3, "plain_session": 7.0, "cogra_session": 7.4,
+                        "first": 7.0, "second": 3.0},
+              "executor": []}
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n")
+    first_run.write_report(result, tmp_path)
+    md = (tmp_path / "benchmarks.md").read_text()
+    assert "| q1 | 1,000,000 | 0.60 | 0.20 | 1.10* | 0.200 | 0.100 | 0.50 | met | 0.100 |" in md
+    assert "| any, COUNT, string | 1,000,000 | 0.60 | 0.20 | 1.10* | 0.500 | 0.050 | 0.10 | **not met** |" in md
+    assert "| session (s) | 7.40 | 7.00 (plain) | +0.40 s | met |" in md
+    assert "| q1, first MATCH_TREND (s) | 7.00 | 3.00 (second) | 2.33x | **not met** |" in md
+    assert readme.first_run_span(md) == ("0.10-0.50 of its rate (first 0.20-0.50 s, steady 0.050-0.100 s; "
+                                         "1 of 2 cases met)")
+    assert readme.first_run_span("# Benchmarks\n") is None

@@ -117,8 +117,8 @@ def first_run_span(md: str) -> str | None:
         if line.startswith("## "):
             break
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and cells[1].replace(",", "").isdigit():
-            found.append((float(cells[4]), float(cells[5]), float(cells[6]), cells[7] == "met"))
+        if len(cells) == 10 and cells[1].replace(",", "").isdigit():
+            found.append((float(cells[5]), float(cells[6]), float(cells[7]), cells[8] == "met"))
     if not found:
         return None
     ratios = [r for _, _, r, _ in found]

@@ -45,7 +45,9 @@ _THREAD: threading.Thread | None = None
 _STOP = threading.Event()
 _DONE = threading.Event()
 _STEPS: list[str] = []
-"""What the thread has done, in order (for tests and ``cogra doctor``-style reports)."""
+"""What the thread has done, in order (for tests and benchmarks)."""
+_TIMES: dict[str, float] = {}
+"""When the thread started and ended (``time.perf_counter``)."""
 
 
 def wanted() -> bool:
@@ -85,7 +87,17 @@ def steps() -> list[str]:
     return list(_STEPS)
 
 
+def seconds() -> float | None:
+    """How long the thread ran, once it has ended (None before, or if none started)."""
+    if "ended" not in _TIMES:
+        return None
+    return _TIMES["ended"] - _TIMES["started"]
+
+
 def _run() -> None:
+    import time
+
+    _TIMES["started"] = time.perf_counter()
     try:
         for name, step in _plan():
             if _STOP.is_set():
@@ -96,6 +108,7 @@ def _run() -> None:
     except Exception as e:  # noqa: BLE001 - a warm-up is an optimisation: the call loads on demand
         _STEPS.append(f"failed: {type(e).__name__}: {e}")
     finally:
+        _TIMES["ended"] = time.perf_counter()
         _DONE.set()
 
 
@@ -124,4 +137,4 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=_before_fork)
 
 
-__all__ = ["FIRST", "WARM_START_ENV", "start", "steps", "stop", "wait", "wanted"]
+__all__ = ["FIRST", "WARM_START_ENV", "seconds", "start", "steps", "stop", "wait", "wanted"]
