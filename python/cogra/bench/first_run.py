@@ -239,10 +239,11 @@ print((time.perf_counter() - started) * 1000 / 256)
 
 def first_touch_ms_per_mb() -> float:
     """What a fresh process pays per MiB of memory it touches first (256 MiB from Arrow's
-    pool, one write per page).  A first call's arrays are fresh memory; on a virtual
-    machine whose memory the hypervisor has not backed yet (a freshly booted one) this is
-    ~3 ms/MiB, ~0.2 once the machine has used its memory -- 0.4 s of a first call over 3M
-    events in the first case, so the report states which one it ran in."""
+    pool, one write per page).  A first call's arrays are fresh memory, later calls reuse
+    the pool's.  On a virtual machine whose host takes back the memory its guest frees,
+    each first touch costs ~2.5 ms/MiB (this 2-core VM; ~0.2 ms/MiB right after a process
+    had touched all of it) -- ~0.4 s of a first call over 3M events -- so the report
+    states what it measured."""
     done = subprocess.run([sys.executable, "-c", TOUCH], capture_output=True, text=True, check=True, timeout=600)
     return float(done.stdout.strip())
 
@@ -324,9 +325,9 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         f"first call at >= {TARGET} of the steady state's rate. The grid is `SEQ(A+, B)` over one "
         "window, nine events in ten of type `A`, aggregates over `A.v` and `B.v`. A fresh process "
         f"touched fresh memory at {result.get('first_touch_ms_per_mb', float('nan')):.2f} ms/MiB on this "
-        "machine (a first call's arrays are fresh memory; a virtual machine whose memory its hypervisor "
-        "has not backed yet, as after boot, pays ~3 ms/MiB, ~0.4 s of a first call over 3M events; "
-        "~0.2 once it has used its memory).")
+        "machine: a first call's arrays are fresh memory, a later call's come from the memory pools the "
+        "first left (a virtual machine whose host takes back freed memory pays ~2.5 ms/MiB, ~0.4 s of a "
+        "first call over 3M events; ~0.2 ms/MiB where memory stays backed).")
     add("")
     add("| case | events | import (s) | data (s) | warm start (s) | first (s) | steady (s) | first / steady rate "
         "| target | cache warm (s) |")

@@ -61,13 +61,21 @@ the modules it takes constants and helpers from.  (Not all of ``runtime``: the o
 Spark-facing modules there change often and no kernel reads them.)"""
 
 
+NOT_KERNEL_SOURCES = ("compiled/codegen",)
+"""Below :data:`KERNEL_SOURCES`, what no bundled kernel is compiled from: the per-shape
+generators and their background compiles (a generated kernel is compiled per machine,
+never bundled, and its source names its generator's version:
+:func:`cogra.runtime.compiled.codegen.kernel_cache.generator_version`)."""
+
+
 def kernel_source_files() -> list[Path]:
     runtime = PACKAGE / "runtime"
     files: list[Path] = []
     for name in KERNEL_SOURCES:
         path = runtime / name
         files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
-    return files
+    skipped = [runtime / name for name in NOT_KERNEL_SOURCES]
+    return [f for f in files if not any(f.is_relative_to(d) for d in skipped)]
 
 
 def sources_hash() -> str:

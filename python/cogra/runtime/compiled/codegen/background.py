@@ -140,6 +140,29 @@ def running() -> Iterator[None]:
         finally:
             _RUNNING.depth -= 1
         return
+    with _IN_PROCESS_LOCK:
+        _IN_PROCESS[0] += 1
+    try:
+        with _machine_wide():
+            yield
+    finally:
+        with _IN_PROCESS_LOCK:
+            _IN_PROCESS[0] -= 1
+
+
+_IN_PROCESS = [0]
+_IN_PROCESS_LOCK = threading.Lock()
+
+
+def calls_in_process() -> int:
+    """How many threads of this process are inside :func:`running` (the warm start waits
+    for none before loading kernels no call has asked for: :mod:`cogra.runtime.warm_start`)."""
+    return _IN_PROCESS[0]
+
+
+@contextlib.contextmanager
+def _machine_wide() -> Iterator[None]:
+    """:func:`running`'s shared lock on :func:`_running_lock` for the block."""
     handle = None
     try:
         import fcntl
