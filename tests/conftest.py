@@ -9,6 +9,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+# No warm start in the tests' processes and the subprocesses they start (which inherit
+# this environment): loading the whole bundle in the background costs each process a
+# second of CPU that the tests, timing nothing, do not need. The tests of the warm start
+# itself (tests/engine/test_kernel_bundle.py) remove the setting for their processes.
+os.environ.setdefault("COGRA_WARM_START", "0")
+
 
 import pytest  # noqa: E402
 

@@ -70,7 +70,8 @@ DRIVER = textwrap.dedent("""
 
 
 def python_workers(driver: int) -> list[int]:
-    """The forked Python workers under ``driver`` (children of its ``pyspark.daemon``)."""
+    """The forked Python workers under ``driver``: children of its Python daemon
+    (``pyspark.daemon``, or ``cogra.spark.daemon``, which ``cogra.spark.session`` sets)."""
     def children(pid: int) -> list[int]:
         found = []  # (each thread's children: the JVM starts processes from other threads)
         for task in Path(f"/proc/{pid}/task").glob("*") if Path(f"/proc/{pid}").exists() else []:
@@ -86,6 +87,9 @@ def python_workers(driver: int) -> list[int]:
         except OSError:
             return ""
 
+    def daemon(command: str) -> bool:
+        return "pyspark.daemon" in command or "cogra.spark.daemon" in command
+
     seen, stack, workers = set(), [driver], []
     while stack:
         pid = stack.pop()
@@ -94,7 +98,7 @@ def python_workers(driver: int) -> list[int]:
                 continue
             seen.add(child)
             stack.append(child)
-            if "pyspark.daemon" in cmdline(child) and "pyspark.daemon" in cmdline(pid):
+            if daemon(cmdline(child)) and daemon(cmdline(pid)):
                 workers.append(child)  # a fork of the daemon: a worker
     return workers
 

@@ -55,6 +55,10 @@ def wanted() -> bool:
     or daemon (their first task runs at once; see the module docstring)."""
     if os.environ.get(WARM_START_ENV, "1") == "0":
         return False
+    # Spark starts its Python daemons and workers with this variable set (the worker
+    # factory's secret); a daemon forking workers may not have imported pyspark yet.
+    if "PYTHON_WORKER_FACTORY_SECRET" in os.environ:
+        return False
     return not any(name in sys.modules for name in ("pyspark.worker", "pyspark.daemon"))
 
 
