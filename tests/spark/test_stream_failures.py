@@ -88,7 +88,10 @@ def python_workers(driver: int) -> list[int]:
             return ""
 
     def daemon(command: str) -> bool:
-        return "pyspark.daemon" in command or "cogra.spark.daemon" in command
+        """A Python process running the daemon module (``python -m MODULE``) -- not the JVM,
+        whose command line names the module in its Spark settings."""
+        args = command.split()
+        return any(a == "-m" and b in ("pyspark.daemon", "cogra.spark.daemon") for a, b in zip(args, args[1:]))
 
     seen, stack, workers = set(), [driver], []
     while stack:
