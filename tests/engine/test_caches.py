@@ -127,3 +127,20 @@ def test_a_background_compile_is_stopped_while_a_call_runs(tmp_path: Path, monke
     finally:
         supervisor.kill()
         supervisor.wait()
+
+
+def test_a_call_runs_unmarked_where_the_running_lock_cannot_be_taken(monkeypatch) -> None:
+    """The running lock only pauses background compiles: where no cache directory is
+    writable (cache_root raises), the call runs all the same, counted in this process."""
+    from cogra.errors import CograError
+    from cogra.runtime.compiled.codegen import background
+
+    def unwritable():
+        raise CograError("no writable directory")
+
+    monkeypatch.setattr(background, "_running_lock", unwritable)
+    with background.running():
+        assert background.calls_in_process() >= 1
+        with background.running():  # nested in the thread: counted once
+            inner = background.calls_in_process()
+    assert background.calls_in_process() == inner - 1

@@ -169,7 +169,7 @@ def _machine_wide() -> Iterator[None]:
 
         handle = open(_running_lock(), "a")
         fcntl.flock(handle, fcntl.LOCK_SH)
-    except (OSError, ImportError):
+    except Exception:  # noqa: BLE001 - no writable cache, no flock: the call runs unmarked
         if handle is not None:
             handle.close()
         handle = None
@@ -295,6 +295,19 @@ bounded), runs the compile in a child, keeps it stopped while calls hold the run
 lock where ``pause`` is set, and ends it past the deadline, removing its request."""
 
 
+def _end_with_the_supervisor() -> None:
+    """Die with the supervisor (``PR_SET_PDEATHSIG``, Linux): a compile it had stopped
+    would otherwise stay stopped for good if the supervisor were killed."""
+    import signal
+
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def _compile_requested(lock: str) -> None:
     """Compile what the lock file asks for (numba saves it to its disk cache), then remove
     the lock."""
@@ -312,4 +325,5 @@ def _compile_requested(lock: str) -> None:
 if __name__ == "__main__":  # python -m cogra.runtime.compiled.codegen.background compile LOCK
     from cogra.runtime.compiled.codegen import background  # the module proper, not this __main__ copy
 
+    background._end_with_the_supervisor()
     background._compile_requested(sys.argv[2])
