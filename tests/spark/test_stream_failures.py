@@ -74,7 +74,11 @@ def python_workers(driver: int) -> list[int]:
     (``pyspark.daemon``, or ``cogra.spark.daemon``, which ``cogra.spark.session`` sets)."""
     def children(pid: int) -> list[int]:
         found = []  # (each thread's children: the JVM starts processes from other threads)
-        for task in Path(f"/proc/{pid}/task").glob("*") if Path(f"/proc/{pid}").exists() else []:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:  # the process ended meanwhile
+            return found
+        for task in tasks:
             try:
                 found += [int(c) for c in (task / "children").read_text().split()]
             except OSError:

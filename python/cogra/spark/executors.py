@@ -21,11 +21,9 @@ local-cluster executor's first q1 took 2.15x a warm one's).  Two pieces remove t
 
 A local master's Python workers run on the driver's machine, where cogra is importable
 by construction: :func:`cogra.spark.session` sets the daemon there too and starts the
-same first query in a background thread (:func:`warm_up_in_background`), so that
-``session()`` returns as fast as a plain session and the application's first MATCH_TREND
-finds the daemons, the driver's analysis worker and the shim's classes ready or on their
-way (a new ``local[2]`` application's first q1 over 2M rows took 2.5x its second
-without it).
+driver's analysis worker and the daemon in background threads
+(:func:`warm_up_in_background`), so that ``session()`` returns as fast as a plain
+session and the application's first MATCH_TREND finds both ready or on their way.
 """
 
 from __future__ import annotations
