@@ -17,8 +17,7 @@ def test_a_local_session_starts_its_python_workers_in_the_background(spark) -> N
     assert spark.sparkContext.getConf().get("spark.python.daemon.module") == executors.DAEMON_MODULE
     assert executors.wait_warmed_up(spark, timeout=300)
     n = spark.sparkContext.defaultParallelism
-    found = [executors.ExecutorReport(*r) for r in
-             spark.range(0, n, 1, n).mapInArrow(executors._by_value(executors._probe), executors.PROBE_SCHEMA).collect()]
+    found = [executors.ExecutorReport(*r) for r in executors.probe_tasks(spark, n)]
     assert len(found) == n and all(r.preloaded and r.cogra for r in found), found
 
 

@@ -7,8 +7,9 @@ all): ~1 s on a 2-core machine, against 0.05-0.3 s for the steady state's whole 
 millions of events.  Neither depends on the query, so ``import cogra`` starts a daemon
 thread (:func:`start`) that does both, the kernels every query runs first; a call that
 needs a kernel the thread has not reached loads it itself (numba's compiler lock orders
-the two), and the rest of the bundle waits while a call runs.  What a user does between the import and the first call -- reading Parquet,
-building a table -- mostly releases the GIL, so the thread's work hides behind it.
+the two), and the rest of the bundle waits while a call runs.  What a user does between
+the import and the first call -- reading Parquet, building a table -- mostly releases
+the GIL, so the thread's work hides behind it.
 
 Where it would only compete: a Python worker of a Spark executor (its task runs at once;
 a prepared executor's daemon loads the bundle before forking, :mod:`cogra.spark.daemon`),
@@ -21,7 +22,6 @@ would inherit the lock taken and never get it.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from typing import Callable
 
@@ -43,7 +43,6 @@ finish); the rest of the bundle follows."""
 
 _THREAD: threading.Thread | None = None
 _STOP = threading.Event()
-_DONE = threading.Event()
 _STEPS: list[str] = []
 """What the thread has done, in order (for tests and benchmarks)."""
 _TIMES: dict[str, float] = {}
@@ -52,14 +51,12 @@ _TIMES: dict[str, float] = {}
 
 def wanted() -> bool:
     """Whether this process should warm up: not turned off, and not a Spark Python worker
-    or daemon (their first task runs at once; see the module docstring)."""
+    or daemon (their first task runs at once; see the module docstring).  Spark starts
+    both with its worker factory's secret in the environment -- a daemon imports cogra
+    before pyspark, so what is imported says nothing yet."""
     if os.environ.get(WARM_START_ENV, "1") == "0":
         return False
-    # Spark starts its Python daemons and workers with this variable set (the worker
-    # factory's secret); a daemon forking workers may not have imported pyspark yet.
-    if "PYTHON_WORKER_FACTORY_SECRET" in os.environ:
-        return False
-    return not any(name in sys.modules for name in ("pyspark.worker", "pyspark.daemon"))
+    return "PYTHON_WORKER_FACTORY_SECRET" not in os.environ
 
 
 def start() -> bool:
@@ -115,7 +112,6 @@ def _run() -> None:
         _STEPS.append(f"failed: {type(e).__name__}: {e}")
     finally:
         _TIMES["ended"] = time.perf_counter()
-        _DONE.set()
 
 
 def _wait_for_calls() -> None:
@@ -146,12 +142,8 @@ def _plan() -> list[tuple[str, Callable[[], object]]]:
     return plan
 
 
-def _before_fork() -> None:
-    wait()
-
-
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork)
+    os.register_at_fork(before=wait)
 
 
 __all__ = ["FIRST", "WARM_START_ENV", "seconds", "start", "steps", "stop", "wait", "wanted"]

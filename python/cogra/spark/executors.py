@@ -98,16 +98,14 @@ def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
     import cogra
 
     n = tasks or max(1, spark.sparkContext.defaultParallelism)
-    probe = _by_value(_probe)
     try:
-        found = [tuple(r) for r in spark.range(0, n, 1, n).mapInArrow(probe, PROBE_SCHEMA).collect()]
+        reports = [ExecutorReport(*row) for row in probe_tasks(spark, n)]
     except Exception as err:  # noqa: BLE001 - a worker that could not start: say why and what to do
         text = str(err)
         missing = "No module named" in text or "ModuleNotFoundError" in text
         first = next((line.strip() for line in text.splitlines() if "Error" in line), text.splitlines()[0] if text else "")
         raise CograError(f"executors could not start a Python worker with cogra ({first[:300]}): "
                          + (RECIPE if missing else "see the executors' logs")) from err
-    reports = [ExecutorReport(*row) for row in found]
     for r in reports:
         if r.cogra is None:
             raise CograError(f"cogra is not importable on executor {r.host} (Python {r.python}: {r.error}): {RECIPE}")
@@ -124,6 +122,12 @@ WARM_UP = ("SELECT * FROM MATCH_TREND(TABLE(SELECT /*+ REPARTITION({n}) */ id * 
            "WITHIN 10 seconds SLIDE 5 seconds')")
 """A query over a few thousand rows that takes MATCH_TREND's whole path: the analysis on the
 driver, a shuffle by its keys, a sort, the Python workers, Arrow both ways."""
+
+
+def probe_tasks(spark: Any, n: int) -> list[Any]:
+    """Rows of :data:`PROBE_SCHEMA` from ``n`` tasks of :func:`_probe` (starting the
+    executors' Python daemons on the way)."""
+    return spark.range(0, n, 1, n).mapInArrow(_by_value(_probe), PROBE_SCHEMA).collect()
 
 
 def _first_query(spark: Any) -> None:
@@ -161,7 +165,7 @@ def warm_up_in_background(spark: Any) -> list[Any]:
 
     def start_daemons() -> None:
         spark.sparkContext.setJobDescription("cogra: starting the Python workers (MATCH_TREND's first query)")
-        spark.range(0, n, 1, n).mapInArrow(_by_value(_probe), PROBE_SCHEMA).collect()
+        probe_tasks(spark, n)
 
     def quietly(step: Any) -> Any:
         def run() -> None:
@@ -184,10 +188,11 @@ def wait_warmed_up(spark: Any, timeout: float | None = None) -> bool:
     ran); whether it has ended."""
     import time
 
+    threads = _WARM_UPS.get(id(spark.sparkContext), [])
     deadline = None if timeout is None else time.monotonic() + timeout
-    for thread in _WARM_UPS.get(id(spark.sparkContext), []):
+    for thread in threads:
         thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    return not any(t.is_alive() for t in _WARM_UPS.get(id(spark.sparkContext), []))
+    return not any(t.is_alive() for t in threads)
 
 
 def _by_value(function: Any) -> Any:
@@ -201,5 +206,5 @@ def _by_value(function: Any) -> Any:
     return clone
 
 
-__all__ = ["DAEMON_MODULE", "PROBE_SCHEMA", "ExecutorReport", "RECIPE", "prepare", "wait_warmed_up",
-           "warm_up_in_background"]
+__all__ = ["DAEMON_MODULE", "PROBE_SCHEMA", "ExecutorReport", "RECIPE", "prepare", "probe_tasks",
+           "wait_warmed_up", "warm_up_in_background"]

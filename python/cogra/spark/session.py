@@ -123,9 +123,10 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     executors' Python daemons load cogra before forking workers and a probe task per core
     checks them (:mod:`cogra.spark.executors`): a missing cogra is a CograError here, and
     the first query's tasks start warm.  With a local master (``prepare_executors``
-    unset), the daemons load cogra too and a first MATCH_TREND over a few rows runs in a
-    background thread (:func:`executors.warm_up_in_background`; no check is needed: the
-    workers run this machine's cogra); ``prepare_executors=False`` does neither.
+    unset), the daemons load cogra too, and background threads start them and the
+    driver's analysis worker without holding the session back
+    (:func:`executors.warm_up_in_background`; no check is needed: the workers run this
+    machine's cogra); ``prepare_executors=False`` does neither.
     """
     from pyspark.sql import SparkSession
 

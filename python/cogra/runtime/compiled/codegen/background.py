@@ -69,8 +69,8 @@ def generated_or_requested(shape: Shape, function: str, n_events: int, min_event
 
 def compile_in_background(shape: Shape, function: str, args: tuple) -> bool:
     """Compile the shape's ``function`` for the types of ``args`` in a background process
-    (:data:`_SUPERVISOR`), once per machine and shape, so that later calls find it compiled (:func:`is_compiled`)
-    -- e.g. a Spark worker's 131k-row chunks, each below the size that repays compiling
+    (:data:`_SUPERVISOR`), once per machine and shape, so that later calls find it
+    compiled (:func:`is_compiled`) -- e.g. a Spark worker's 131k-row chunks, each below the size that repays compiling
     in the foreground.  A lock file beside the source (holding the request) keeps other
     processes from starting the same compile; a lock older than 15 minutes is stale.
     Returns whether it was requested (a process started, or deferred to the end of the
@@ -142,10 +142,12 @@ def running() -> Iterator[None]:
         return
     with _IN_PROCESS_LOCK:
         _IN_PROCESS[0] += 1
+    _RUNNING.depth = 1
     try:
         with _machine_wide():
             yield
     finally:
+        _RUNNING.depth = 0
         with _IN_PROCESS_LOCK:
             _IN_PROCESS[0] -= 1
 
@@ -173,11 +175,9 @@ def _machine_wide() -> Iterator[None]:
         if handle is not None:
             handle.close()
         handle = None
-    _RUNNING.depth = 1
     try:
         yield
     finally:
-        _RUNNING.depth = 0
         if handle is not None:
             handle.close()  # (releases the lock)
 

@@ -62,7 +62,7 @@ def generator_version() -> str:
 
     digest = hashlib.sha256()
     for module in (*(f"cogra.runtime.compiled.codegen.{g}" for g in _GENERATORS), *_HELPERS,
-                   "cogra.runtime.compiled.finish.common_cases", "cogra.runtime.compiled.finish.by_column"):
+                   "cogra.runtime.compiled.finish.common_cases"):
         digest.update(_source_file(module).read_bytes())
     return digest.hexdigest()[:24]
 
