@@ -140,12 +140,17 @@ class BundledCache(FunctionCache):
     _bundle: IndexDataCacheFile | None | bool = False  # False: not looked up yet
 
     def _bundle_file(self, codegen: Any) -> IndexDataCacheFile | None:
+        """The bundle's index file for this function, looked up once.  Published in one
+        assignment: the warm start (:mod:`cogra.runtime.warm_start`) asks from its own
+        thread, outside numba's compiler lock, and a half-set ``None`` seen by a call
+        meanwhile read as "not in the bundle" and compiled the kernel."""
         if self._bundle is False:
-            self._bundle = None
+            found = None
             where = entry_dir(bundle_root(), Path(self._impl.locator._py_file)) if usable(codegen) else None
             if where is not None and (where / f"{self._impl.filename_base}.nbi").exists():
-                self._bundle = IndexDataCacheFile(cache_path=str(where), filename_base=self._impl.filename_base,
-                                                  source_stamp=self._impl.locator.get_source_stamp())
+                found = IndexDataCacheFile(cache_path=str(where), filename_base=self._impl.filename_base,
+                                           source_stamp=self._impl.locator.get_source_stamp())
+            self._bundle = found
         return self._bundle
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
