@@ -101,13 +101,14 @@ def _run() -> None:
     _TIMES["started"] = time.perf_counter()
     try:
         for name, step in _plan():
+            if _STOP.is_set():
+                raise _Stopped
             if name not in ("numba target", *FIRST):
                 _wait_for_calls()
-            if _STOP.is_set():
-                _STEPS.append("stopped")
-                return
             step()
             _STEPS.append(name)
+    except _Stopped:
+        _STEPS.append("stopped")
     except Exception as e:  # noqa: BLE001 - a warm-up is an optimisation: the call loads on demand
         _STEPS.append(f"failed: {type(e).__name__}: {e}")
     finally:
@@ -123,6 +124,12 @@ def _wait_for_calls() -> None:
 
     while calls_in_process() and not _STOP.is_set():
         _STOP.wait(0.02)
+    if _STOP.is_set():
+        raise _Stopped
+
+
+class _Stopped(Exception):
+    """:func:`stop` was called: the thread ends before its next kernel."""
 
 
 def _plan() -> list[tuple[str, Callable[[], object]]]:
@@ -138,7 +145,8 @@ def _plan() -> list[tuple[str, Callable[[], object]]]:
     if not kernel_bundle.usable():
         return plan
     modules = list(FIRST) + [m for m in kernel_bundle.bundled_modules() if m not in FIRST]
-    plan += [(module, (lambda m=module: kernel_bundle.preload_module(m))) for module in modules]
+    plan += [(module, (lambda m=module: kernel_bundle.preload_module(
+        m, None if m in FIRST else _wait_for_calls))) for module in modules]
     return plan
 
 

@@ -12,6 +12,8 @@ Event inputs, per event ``e`` of the concatenated sub-streams:
 * ``plays[e]``   -- bit ``v``: the event may play variable ``v``;
 * ``pair_ok[e]`` -- bit ``v * nv + u``: playing ``v`` it may follow ``u`` (predicates on
   adjacent events that read only the new event are folded in here; all ones otherwise).
+  An empty ``pair_ok`` stands for all ones: a query without such predicates then builds
+  no array of them (two passes over fresh memory, ~0.13 s of a first call over 3M events).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
 RESCALE_ABOVE = 2.0**600
 RESCALE_STEP = 600
 _ONE = np.uint64(1)
+_ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @njit(cache=True, inline="always")
@@ -157,11 +160,12 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
     fin = nv
     nb = 0
     extended = np.uint64(0)
+    checked = pair_ok.shape[0] > 0
     for e in range(i, j):
         bits = plays[e]
         if bits == 0:
             continue
-        okb = pair_ok[e]
+        okb = pair_ok[e] if checked else _ALL
         for v in range(nv):
             if _bit(bits, v) == 0:
                 continue
