@@ -1,7 +1,8 @@
 """Hypothesis strategies: random COGRA queries (as text) and small event streams.
 
 Queries cover every pattern operator (SEQ, +, *, ?, |, bounded quantifiers {n,m}, NOT N
-between two parts of a SEQ, one type bound to several variables), the three semantics, local and adjacent predicates (reading the earlier
+between two parts of a SEQ and at the whole pattern's edge, one type bound to several
+variables), the three semantics, local and adjacent predicates (reading the earlier
 event or only the later one), plain and variable-qualified grouping and equivalence,
 sliding and tumbling windows, and every aggregate.  Streams are small (the two-step
 reference enumerates every trend) with timestamp ties, irrelevant event types (and N, a
@@ -86,6 +87,17 @@ def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True
     auto = build_automaton(p)
     if len(auto.variables) > max_vars or len(auto.names) > 10:
         p = Seq(tuple(var() for _ in range(2)), _SPAN)
+    if negation and draw(st.integers(0, 2)) == 0:
+        # Absence at the whole pattern's edge (SEMANTICS.md section 8.1): leading, trailing
+        # or both, next to a part that matches an event.
+        items = list(p.items) if isinstance(p, Seq) else [p]
+        lead, trail = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
+        if lead and not matches_nothing(items[0]):
+            items.insert(0, Not(Var(draw(st.sampled_from(TYPES + ("N",))), f"N{next(counter)}", _SPAN), _SPAN))
+        if trail and not matches_nothing(items[-1]):
+            items.append(Not(Var(draw(st.sampled_from(TYPES + ("N",))), f"N{next(counter)}", _SPAN), _SPAN))
+        if len(items) > 1:
+            p = Seq(tuple(items), _SPAN)
     return p
 
 

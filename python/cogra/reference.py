@@ -81,8 +81,10 @@ from cogra.language.limits import with_recursion_room
 from cogra.language.ast import (
     Aggregate,
     AttrRef,
+    Not,
     Query,
     Semantics,
+    Seq,
     has_repeat,
     pattern_variables,
 )
@@ -186,6 +188,11 @@ class _Prepared:
     required: frozenset[str] = frozenset()  # variables every trend contains
     crossings: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     """``(U, V) -> negated variables`` whose blocking events a pair ``(U, V)`` must not straddle."""
+    leading: str | None = None
+    """``SEQ(NOT M, ...)``: no event that could play ``M`` may precede a counted trend in
+    its (window, partition) (SEMANTICS.md section 8.1)."""
+    trailing: str | None = None
+    """``SEQ(..., NOT N)``: none that could play ``N`` may follow it."""
 
 
 def _parse(query: "str | Query") -> Query:
@@ -258,6 +265,10 @@ def _prepare(q: Query, columns: set[str]) -> _Prepared:
         crossings=crossings(q.pattern),
         required=must,
     )
+    if isinstance(q.pattern, Seq) and len(q.pattern.items) > 1:
+        first, last = q.pattern.items[0], q.pattern.items[-1]
+        prep.leading = first.var.name if isinstance(first, Not) else None
+        prep.trailing = last.var.name if isinstance(last, Not) else None
     prep.local = {v: [] for v in var_types}
     prep.negated_local = {v: [] for v in negated}
     for bc in bind_conditions(q, columns, fol):
@@ -423,6 +434,12 @@ class _SubStream:
             found = {t for t in found if all(self.semantics_ok(p, n) for p, n in zip(t, t[1:]))}
         if self.present:
             found = {t for t in found if self.present <= {v for _, v in t}}
+        if self.prep.leading is not None:  # SEMANTICS.md section 8.1, literally
+            blockers = self.blockers.get(self.prep.leading, [])
+            found = {t for t in found if not any(b < t[0][0].time for b in blockers)}
+        if self.prep.trailing is not None:
+            blockers = self.blockers.get(self.prep.trailing, [])
+            found = {t for t in found if not any(b > t[-1][0].time for b in blockers)}
         return list(found)
 
 

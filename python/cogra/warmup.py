@@ -142,6 +142,24 @@ def type_grained() -> None:
 
 
 @case
+def absence() -> None:
+    """Negation at the pattern's edge (SEMANTICS.md section 8.1): leading, trailing and
+    both, per semantics, over one window, tumbling and sliding windows, with and without
+    keys, integer and timestamp times."""
+    windows = ["", " WITHIN 10 seconds", " WITHIN 10 seconds SLIDE 2 seconds"]
+    patterns = ["SEQ(A+, B, NOT C)", "SEQ(NOT C, A+, B)", "SEQ(NOT C, A, B+, NOT C C2)"]
+    for timestamps in (False, True):
+        table = _shapes_table(timestamps)
+        for sem in ("any", "next", "cont"):
+            for pattern in patterns:
+                for window in windows:
+                    for keys in ("", " GROUP-BY g"):
+                        items = "g, " if keys else ""
+                        _evaluate(f"RETURN {items}COUNT(*), SUM(A.v), MIN(A.f), AVG(B.v) PATTERN {pattern} "
+                                  f"SEMANTICS {sem}{keys}{window}", table)
+
+
+@case
 def column_types() -> None:
     """``SEQ(A+, B)`` per semantics and aggregate set over each Arrow type a type column
     arrives in (string, large_string -- Spark's Arrow batches --, dictionary -- Parquet

@@ -42,6 +42,7 @@ from cogra.language.ast import (
     Not,
     Query,
     Span,
+    edge_negations,
     negations,
 )
 
@@ -76,6 +77,10 @@ class BoundNegation:
     source: Not
     lo: str
     hi: str
+    edge: str | None = None
+    """``"leading"`` / ``"trailing"``: an absence at the whole pattern's edge (SEMANTICS.md
+    section 8.1), which filters complete trends per window and guards no step (its
+    :attr:`lo` / :attr:`hi` columns are not derived); None: it guards the steps crossing it."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,24 @@ class BoundQuery:
     keys; every state of a repeated variable has its variable's keys, and one sub-stream
     gives all of them one value)."""
     negations: tuple[BoundNegation, ...] = ()
-    """The pattern's ``NOT N``; their guarded steps are predicates in :attr:`adjacent`."""
+    """The pattern's ``NOT N``; their guarded steps are predicates in :attr:`adjacent`
+    (the edge ones', :attr:`leading` and :attr:`trailing`, guard none)."""
+
+    @property
+    def leading(self) -> BoundNegation | None:
+        """``SEQ(NOT N, P)``: a trend counts only if no event of ``N`` lies before it in its window."""
+        return next((n for n in self.negations if n.edge == "leading"), None)
+
+    @property
+    def trailing(self) -> BoundNegation | None:
+        """``SEQ(P, NOT N)``: a trend counts only if no event of ``N`` lies after it in its window."""
+        return next((n for n in self.negations if n.edge == "trailing"), None)
+
+    @property
+    def guarding_negations(self) -> tuple[BoundNegation, ...]:
+        """The negations between two parts of a SEQ (section 8), whose blocker counts the
+        engine derives."""
+        return tuple(n for n in self.negations if n.edge is None)
 
     def pair_predicates(self, u: int, v: int) -> tuple[AdjacentPredicate, ...]:
         return tuple(p for p in self.adjacent if p.prev == u and p.next == v)
@@ -157,7 +179,7 @@ class BoundQuery:
     @cached_property
     def derived_columns(self) -> frozenset[str]:
         """Columns the engine derives (the negations' blocker counts), not in the input."""
-        return frozenset(name for n in self.negations for name in (n.lo, n.hi))
+        return frozenset(name for n in self.guarding_negations for name in (n.lo, n.hi))
 
     @cached_property
     def predicate_columns(self) -> tuple[str, ...]:
@@ -257,9 +279,11 @@ class _Binder:
         plain_keys, var_keys = self._keys()
         self._aggregates()
         local, adjacent, negated_local = self._conditions()
+        leading, trailing = edge_negations(self.q.pattern)
         bound_negations = tuple(
             BoundNegation(n.var.name, n.var.event_type, tuple(negated_local[n.var.name]), n,
-                          NEGATION_COLUMN.format(k=k, side="lo"), NEGATION_COLUMN.format(k=k, side="hi"))
+                          NEGATION_COLUMN.format(k=k, side="lo"), NEGATION_COLUMN.format(k=k, side="hi"),
+                          "leading" if n is leading else "trailing" if n is trailing else None)
             for k, n in enumerate(negations(self.q.pattern)))
         adjacent += tuple(self._guards(bound_negations))
         return BoundQuery(

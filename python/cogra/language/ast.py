@@ -89,7 +89,10 @@ class Alt:
 class Not:
     """``NOT N`` / ``NOT Cancel X``: a negated event between two parts of a SEQ
     (SEMANTICS.md section 8).  Its variable is in no trend: a pair of trend events that
-    crosses it is not adjacent when an event that could play it lies strictly between."""
+    crosses it is not adjacent when an event that could play it lies strictly between.
+    At the start or end of the whole pattern's SEQ it is an *absence* (section 8.1,
+    :func:`edge_negations`): a trend counts only if no such event precedes (leading) or
+    follows (trailing) it in its window."""
 
     var: Var
     span: Span
@@ -166,6 +169,16 @@ def matches_nothing(p: Pattern) -> bool:
     if isinstance(p, Repeat) and p.low == 0:
         return True
     return matches_nothing(p.inner)
+
+
+def edge_negations(pattern: Pattern) -> tuple[Not | None, Not | None]:
+    """The whole pattern's leading and trailing ``NOT`` (SEMANTICS.md section 8.1), or None:
+    ``SEQ(NOT M, P, NOT N)`` has ``(NOT M, NOT N)``.  The parser allows a ``NOT`` at a SEQ's
+    edge only there, so a negation is either one of these or guards the steps that cross it."""
+    if not isinstance(pattern, Seq) or len(pattern.items) < 2:
+        return None, None
+    first, last = pattern.items[0], pattern.items[-1]
+    return (first if isinstance(first, Not) else None), (last if isinstance(last, Not) else None)
 
 
 def negations(pattern: Pattern) -> tuple[Not, ...]:

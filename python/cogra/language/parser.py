@@ -366,8 +366,13 @@ class _Parser:
 
     def check_negations(self, pattern: Pattern) -> None:
         """``NOT N`` stands between two parts of a SEQ that cannot match nothing (SEMANTICS.md
-        section 8): elsewhere there is no pair of trend events for it to block."""
+        section 8): elsewhere there is no pair of trend events for it to block -- except at
+        the start or end of the whole pattern's SEQ (section 8.1, absence), where it blocks
+        the trends that some event of ``N`` precedes or follows in their window."""
         allowed = set()
+        if isinstance(pattern, Not) or (isinstance(pattern, Seq) and all(isinstance(i, Not) for i in pattern.items)):
+            raise self.error("a pattern of negations alone matches no trend; a NOT needs the events "
+                             "it guards, as in SEQ(A, NOT N)", pattern.span)
 
         def walk(p: Pattern) -> None:
             if isinstance(p, Seq):
@@ -377,10 +382,14 @@ class _Parser:
                     before = p.items[i - 1] if i > 0 else None
                     after = p.items[i + 1] if i + 1 < len(p.items) else None
                     for side, part in (("before", before), ("after", after)):
+                        if part is None and p is pattern:
+                            continue  # absence at the whole pattern's edge (section 8.1)
                         if part is None:
                             where = "at the start" if side == "before" else "at the end"
-                            raise self.error(f"{item.text} stands {where} of its SEQ; it must stand between "
-                                             "two parts of the SEQ, as in SEQ(A, NOT N, B)", item.span)
+                            raise self.error(f"{item.text} stands {where} of a SEQ inside the pattern; only "
+                                             "the whole pattern's SEQ may start or end with NOT (absence, "
+                                             "as in SEQ(A, NOT N)); elsewhere a NOT must stand between two "
+                                             "parts of its SEQ, as in SEQ(A, NOT N, B)", item.span)
                         if isinstance(part, Not):
                             raise self.error(f"{item.text} is next to another negation; write one NOT "
                                              "between two parts of the SEQ", item.span)

@@ -45,13 +45,13 @@ from cogra.runtime.compiled.substream_split import (combination_rows, play_bits,
                                                     whole_table_rows)
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
 
-Runner = Callable[[Sequence[Batch], ExecContext], "list | None"]
+Runner = Callable[..., "list | None"]  # (batches, ctx, cut=None)
 
 RUNNERS: dict[Executor, Runner] = {
     Executor.TYPE_GRAINED: type_grained.run,
     Executor.MIXED_GRAINED: mixed_grained.run,
-    Executor.NEXT: lambda b, c: pattern_grained.run(b, c, contiguous=False),
-    Executor.CONTIGUOUS: lambda b, c: pattern_grained.run(b, c, contiguous=True),
+    Executor.NEXT: lambda b, c, cut=None: pattern_grained.run(b, c, contiguous=False, cut=cut),
+    Executor.CONTIGUOUS: lambda b, c, cut=None: pattern_grained.run(b, c, contiguous=True, cut=cut),
 }
 
 
@@ -342,8 +342,10 @@ class Engine:
         self.absent_types: tuple[str, ...] = ()
         """Pattern types no event of the input has (a misspelled type matches nothing)."""
         self._row_types(type_names, found[:2] if found is not None else None)
-        if b.negations:
+        if b.guarding_negations:
             self._blocker_counts()
+        self._cuts: tuple[Any, Any] | None = None
+        """(the windows they were computed for, their absence cut-offs: :meth:`cuts_of`)"""
         self.use_fast = fast
         self.idle_events_matter = False
         """Streaming under contiguous: an irrelevant event alone must reach the states it
@@ -475,6 +477,23 @@ class Engine:
             self._plain_codes = key_codes(self.table, self.bound.plain_keys)
         return self._plain_codes
 
+    def partition_of_rows(self) -> np.ndarray:
+        """Per table row, its partition's code (the plain keys'; 0 for all without keys)."""
+        if not self.bound.plain_keys:
+            return np.zeros(self.n, np.int64)
+        return np.asarray(self._partition_codes()[0], np.int64)
+
+    def cuts_of(self, subs: "SubStreams", wins: "Windows") -> Any:
+        """The absence cut-offs of ``wins`` (:func:`cogra.runtime.absence.cutoffs`; None
+        without an edge negation), computed once per array of windows."""
+        if self.bound.leading is None and self.bound.trailing is None:
+            return None
+        if self._cuts is None or self._cuts[0] is not wins:
+            from cogra.runtime.absence import cutoffs
+
+            self._cuts = (wins, cutoffs(self, subs, wins))
+        return self._cuts[1]
+
     def _blocker_counts(self) -> None:
         """The negations' derived columns (:data:`cogra.analysis.binding.NEGATION_COLUMN`):
         per row, its partition's blocking events up to its time (``lo``) and before it
@@ -498,6 +517,8 @@ class Engine:
         run = np.cumsum(new) - 1
         valid = np.ones(n, dtype=bool)
         for neg, blocks in zip(b.negations, self.blocker_masks):
+            if neg.edge is not None:
+                continue  # an absence: cut-offs per window instead (cogra.runtime.absence)
             before = np.concatenate([[0], np.cumsum(blocks[order], dtype=np.int64)])
             lo, hi = np.empty(n, np.int64), np.empty(n, np.int64)
             lo[order] = before[run_end[run]]
@@ -808,7 +829,9 @@ class Engine:
         return (Windows(seg, lo, hi, start=start, size=size) for seg, start, lo, hi in blocks)
 
     # -- evaluation -------------------------------------------------------------------------
-    def _python_state(self, subs: SubStreams, lo: int, hi: int) -> list | None:
+    def _python_state(self, subs: SubStreams, lo: int, hi: int, cut: Any = None) -> list | None:
+        """One window's state by the Python executors; ``cut``: its absence cut-offs
+        (:class:`cogra.runtime.absence.Cut`)."""
         runner = RUNNERS[self.plan.executor]
         keep_idle = self.plan.executor is Executor.CONTIGUOUS
         nv = len(self.bound.automaton.names)
@@ -826,7 +849,7 @@ class Engine:
             if sel:
                 batches.append(Batch(t, tuple(rows[k] for k in sel), tuple(plays[k] for k in sel)))
             i = j
-        return runner(batches, self.ctx)
+        return runner(batches, self.ctx, cut)
 
     def result_table(self, *, on_overflow: str = "error", metadata: dict | None = None) -> pa.Table:
         """The typed result (see :func:`cogra.runtime.output.build_table`).
@@ -897,6 +920,12 @@ class Engine:
         if fast is None or not len(wins.seg):
             return None
         out = None
+        cuts = self.cuts_of(subs, wins)
+        if cuts is not None:
+            # Absence: every window from its own events and cut-offs (the sliding and
+            # shared-rows runs combine windows' work, which the cut-offs tell apart).
+            out = fast.run_raw(subs, wins.lo, wins.hi, cuts)
+            return out if rows_may_be_shared else out.per_window()
         if wins.start is not None:
             # -- sliding-window hook (cogra.runtime.compiled.windows.sliding): windows share their panes'
             # work when the query slides; None means it does not apply.
@@ -928,7 +957,12 @@ class Engine:
             if state is not fast.UNDECIDED:
                 return state
         self.stats["windows_exact"] += 1
-        return self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]))
+        return self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]), self._cut(subs, wins, w))
+
+    def _cut(self, subs: SubStreams, wins: "Windows", w: int) -> Any:
+        """Window ``w``'s absence cut-offs as exact times (None without an edge negation)."""
+        cuts = self.cuts_of(subs, wins)
+        return None if cuts is None else cuts.cut(w, self.times)
 
     def _rows(self, subs: SubStreams, wins: "Windows", fast: Any, out: Any) -> list[ResultRow]:
         n = len(wins.seg)
@@ -939,7 +973,7 @@ class Engine:
         else:
             states, pending = [None] * n, range(n)
         for w in pending:
-            states[w] = self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]))
+            states[w] = self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]), self._cut(subs, wins, w))
         self.stats["windows_exact"] = len(pending)
         bounds = wins.bounds()
         merged: dict[tuple, list] = {}

@@ -16,16 +16,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from cogra.runtime.absence import NO_CUT, Cut
 from cogra.runtime.context import Batches, ExecContext
 
 
-def run(batches: Batches, ctx: ExecContext) -> list | None:
-    layout, pred, start, pairs = ctx.layout, ctx.automaton.pred, ctx.start_vars, ctx.pairs
+def run(batches: Batches, ctx: ExecContext, cut: Cut | None = None) -> list | None:
+    layout, pred, pairs = ctx.layout, ctx.automaton.pred, ctx.pairs
+    cut = cut or NO_CUT
     n = len(ctx.automaton.names)
     totals = [layout.zero() for _ in range(n)]
+    finished = layout.zero()  # (absence: as in type_grained)
     kept_rows: list[list[int]] = [[] for _ in range(n)]
     kept_states: list[list[list]] = [[] for _ in range(n)]
     for batch in batches:
+        start = ctx.start_vars if cut.starts(batch.time) else frozenset()
         updates = []
         for row, plays in zip(batch.rows, batch.plays):
             for v in plays:
@@ -47,9 +51,13 @@ def run(batches: Batches, ctx: ExecContext) -> list | None:
                     updates.append((v, row, vec))
         for v, row, vec in updates:
             layout.add_into(totals[v], vec)
+            if cut.finish_from is not None and v in ctx.automaton.final and cut.finishes(batch.time):
+                layout.add_into(finished, vec)
             if pairs.keeps_events[v]:
                 kept_rows[v].append(row)
                 kept_states[v].append(vec)
+    if cut.finish_from is not None:
+        return finished if finished[0] else None
     final = layout.zero()
     for f in ctx.automaton.final:
         layout.add_into(final, totals[f])

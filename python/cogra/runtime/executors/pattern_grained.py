@@ -22,11 +22,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from cogra.runtime.absence import NO_CUT, Cut
 from cogra.runtime.context import Batches, ExecContext
 
 
-def run(batches: Batches, ctx: ExecContext, *, contiguous: bool) -> list | None:
-    layout, pred, start, pairs = ctx.layout, ctx.automaton.pred, ctx.start_vars, ctx.pairs
+def run(batches: Batches, ctx: ExecContext, *, contiguous: bool, cut: Cut | None = None) -> list | None:
+    """``cut``: absence (SEMANTICS.md section 8.1) -- no trend starts after the window's
+    first leading blocker, and only those ending from its last trailing one on finish."""
+    layout, pred, pairs = ctx.layout, ctx.automaton.pred, ctx.pairs
+    cut = cut or NO_CUT
     n = len(ctx.automaton.names)
     final_vars = ctx.automaton.final
     waiting = [layout.zero() for _ in range(n)]  # type-grained variables
@@ -34,6 +38,7 @@ def run(batches: Batches, ctx: ExecContext, *, contiguous: bool) -> list | None:
     waiting_states: list[list[list]] = [[] for _ in range(n)]
     final = layout.zero()
     for batch in batches:
+        start = ctx.start_vars if cut.starts(batch.time) else frozenset()
         updates = []
         extended_vars: set[int] = set()
         extended_events: list[set[int]] = [set() for _ in range(n)]
@@ -67,7 +72,7 @@ def run(batches: Batches, ctx: ExecContext, *, contiguous: bool) -> list | None:
                     waiting_rows[u] = [r for i, r in enumerate(waiting_rows[u]) if i not in gone]
                     waiting_states[u] = [s for i, s in enumerate(waiting_states[u]) if i not in gone]
         for v, row, vec in updates:
-            if v in final_vars:
+            if v in final_vars and cut.finishes(batch.time):
                 layout.add_into(final, vec)
             if pairs.keeps_events[v]:
                 waiting_rows[v].append(row)

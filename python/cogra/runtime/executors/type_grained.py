@@ -12,18 +12,27 @@ suffices and events are dropped as soon as they have updated it:
 
 Events of one timestamp never follow each other, so a batch reads the states from
 before the batch and writes afterwards.
+
+Absence (SEMANTICS.md section 8.1, ``cut``: :class:`cogra.runtime.absence.Cut`): start
+variables start nothing after the window's first leading blocker, and with a trailing
+one the final state sums the final variables' updates of the batches from its time on
+instead of their totals.
 """
 
 from __future__ import annotations
 
+from cogra.runtime.absence import NO_CUT, Cut
 from cogra.runtime.context import Batches, ExecContext
 
 
-def run(batches: Batches, ctx: ExecContext) -> list | None:
-    layout, pred, start = ctx.layout, ctx.automaton.pred, ctx.start_vars
+def run(batches: Batches, ctx: ExecContext, cut: Cut | None = None) -> list | None:
+    layout, pred = ctx.layout, ctx.automaton.pred
+    cut = cut or NO_CUT
     n = len(ctx.automaton.names)
     totals = [layout.zero() for _ in range(n)]
+    finished = layout.zero()  # (with a trailing blocker: the trends ending from it on)
     for batch in batches:
+        start = ctx.start_vars if cut.starts(batch.time) else frozenset()
         updates = []
         for row, plays in zip(batch.rows, batch.plays):
             for v in plays:
@@ -36,6 +45,10 @@ def run(batches: Batches, ctx: ExecContext) -> list | None:
                     updates.append((v, vec))
         for v, vec in updates:
             layout.add_into(totals[v], vec)
+            if cut.finish_from is not None and v in ctx.automaton.final and cut.finishes(batch.time):
+                layout.add_into(finished, vec)
+    if cut.finish_from is not None:
+        return finished if finished[0] else None
     final = layout.zero()
     for f in ctx.automaton.final:
         layout.add_into(final, totals[f])

@@ -152,10 +152,15 @@ def _max_abs(sf):
 @njit(cache=True, inline="always")
 def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
            prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
-           si, sf, sx, sr, bi, bf, bx, bvar):
+           si, sf, sx, sr, bi, bf, bx, bvar, finishing=True, finals_now=False):
     """Events ``i..j-1`` (one timestamp) update one state, exactly as ``run_windows``
     (a new trend counts ``unit`` in the float channel).  Returns whether any event
-    played a variable."""
+    played a variable.
+
+    Absence (SEMANTICS.md section 8.1): ``start_bits`` empty where a leading blocker came
+    earlier in the window; ``finishing`` False where a trailing blocker comes later, so
+    the trends ending here are not added to the finished row; ``finals_now`` (under any)
+    adds them per batch, as next and contiguous always do, instead of at the window's end."""
     nvu = np.uint64(nv)
     fin = nv
     nb = 0
@@ -201,7 +206,7 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
         v = bvar[k]
         _add_row(si, sf, sx, v, bi, bf, bx, k, x_is_min)
         sr[v] = True
-        if mode != 0 and _bit(final_bits, v):
+        if (mode != 0 or finals_now) and finishing and _bit(final_bits, v):
             _add_row(si, sf, sx, fin, bi, bf, bx, k, x_is_min)
             sr[fin] = True
     return nb > 0
@@ -210,19 +215,27 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
 @njit(cache=True)
 def _run_window(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
                 prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
-                si, sf, sx, sr, exponent, bi, bf, bx, bvar):
+                si, sf, sx, sr, exponent, bi, bf, bx, bvar, start_until, finish_from, w):
     """Events ``lo .. hi-1``, batch by batch (ties together), applied to the state
-    ``s*`` whose floats are scaled by ``2**-exponent``; returns the new exponent."""
+    ``s*`` whose floats are scaled by ``2**-exponent``; returns the new exponent.
+    Trends start only at events up to ``start_until[w]`` and count as finished only when
+    they end from ``finish_from[w]`` on (absence, :func:`run_windows`; empty arrays: no
+    such negation)."""
     fin = nv
     unit = math.ldexp(1.0, -exponent)
+    leading = start_until.shape[0] > 0
+    trailing = finish_from.shape[0] > 0
+    none = np.uint64(0)
     i = lo
     while i < hi:
         j = i + 1
         while j < hi and times[j] == times[i]:
             j += 1
-        _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+        starts = start_bits if not leading or times[i] <= start_until[w] else none
+        finishing = not trailing or times[i] >= finish_from[w]
+        _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, starts, final_bits,
                prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows, unit,
-               si, sf, sx, sr, bi, bf, bx, bvar)
+               si, sf, sx, sr, bi, bf, bx, bvar, finishing, trailing)
         big = _max_abs_row(sf, fin)  # empty until the end under any
         for v in range(nv):
             m = _max_abs_row(sf, v)
@@ -238,11 +251,11 @@ def _run_window(mode, lo, hi, times, plays, pair_ok, nv, pred_ptr, pred_idx, sta
 
 @njit(cache=True)
 def _emit_window(mode, nv, final_bits, x_is_min, si, sf, sx, sr, exponent, w,
-                 out_i, out_f, out_x, out_e, out_r):
+                 out_i, out_f, out_x, out_e, out_r, finals_now=False):
     """Row ``w`` of the outputs: the finished trends (under any, those ending at a final
-    variable are added now)."""
+    variable are added now, unless ``finals_now`` added them batch by batch)."""
     fin = nv
-    if mode == 0:
+    if mode == 0 and not finals_now:
         for v in range(nv):
             if _bit(final_bits, v) and sr[v]:
                 _add_row(si, sf, sx, fin, si, sf, sx, v, x_is_min)
@@ -275,8 +288,16 @@ def run_windows(
     a_int, a_flt, a_valid, a_key, rows,
     win_lo, win_hi, max_batch,
     out_i, out_f, out_x, out_e, out_r,
+    start_until, finish_from,
 ):
+    """Every window ``[win_lo[w], win_hi[w])``, each from empty states, into row ``w`` of
+    the outputs.  Absence (SEMANTICS.md section 8.1), per window, in the times' type:
+    ``start_until[w]`` the first leading blocker's time (trends start at events up to
+    it), ``finish_from[w]`` the last trailing blocker's (trends count when they end from
+    it on); an empty array where the query has no such negation."""
     n_x = x_is_min.shape[0]
+    leading = start_until.shape[0] > 0
+    trailing = finish_from.shape[0] > 0
     # Rows 0..nv-1: per-variable states (running totals for any, waiting trends for
     # next / contiguous); row nv: finished trends.
     si = np.zeros((nv + 1, n_i), np.uint64)
@@ -289,9 +310,11 @@ def run_windows(
     bx = np.zeros((max_batch, n_x), np.int64)
     bvar = np.zeros(max_batch, np.int64)
     for w in range(win_lo.shape[0]):
-        if w > 0 and win_lo[w] == win_lo[w - 1] and win_hi[w] == win_hi[w - 1]:
+        if (w > 0 and win_lo[w] == win_lo[w - 1] and win_hi[w] == win_hi[w - 1]
+                and (not leading or start_until[w - 1] == start_until[w])
+                and (not trailing or finish_from[w - 1] == finish_from[w])):
             # The same events as the previous window (a sparse sub-stream under a sliding
-            # window): the same result.
+            # window) and the same blockers: the same result.
             _copy_output(out_i, out_f, out_x, out_e, out_r, w - 1, w)
             continue
         for r in range(nv + 1):
@@ -299,9 +322,9 @@ def run_windows(
             sr[r] = False
         exponent = _run_window(mode, win_lo[w], win_hi[w], times, plays, pair_ok, nv, pred_ptr, pred_idx,
                                start_bits, final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid,
-                               a_key, rows, si, sf, sx, sr, 0, bi, bf, bx, bvar)
+                               a_key, rows, si, sf, sx, sr, 0, bi, bf, bx, bvar, start_until, finish_from, w)
         _emit_window(mode, nv, final_bits, x_is_min, si, sf, sx, sr, exponent, w,
-                     out_i, out_f, out_x, out_e, out_r)
+                     out_i, out_f, out_x, out_e, out_r, trailing)
 
 
 @njit(cache=True)
@@ -328,4 +351,5 @@ def run_windows_from(
     for w in range(win_lo.shape[0]):
         st_e[w] = _run_window(mode, win_lo[w], win_hi[w], times, plays, pair_ok, nv, pred_ptr, pred_idx,
                               start_bits, final_bits, prog, op_ptr, x_is_min, a_int, a_flt, a_valid,
-                              a_key, rows, st_i[w], st_f[w], st_x[w], st_r[w], st_e[w], bi, bf, bx, bvar)
+                              a_key, rows, st_i[w], st_f[w], st_x[w], st_r[w], st_e[w], bi, bf, bx, bvar,
+                              times[:0], times[:0], w)
