@@ -91,7 +91,7 @@ def test_split_statements_respects_literals_and_comments():
 
 def test_the_sql_files_split_into_their_statements():
     assert len(split_statements((SQL / "setup.sql").read_text())) == 4
-    for name in ("q1.sql", "q2.sql", "q3.sql", "rising.sql", "no_cancel.sql"):
+    for name in ("q1.sql", "q2.sql", "q3.sql", "rising.sql", "no_cancel.sql", "unfinished.sql", "clean_start.sql"):
         (statement,) = split_statements((SQL / name).read_text())
         assert statement.text.startswith("SELECT * FROM MATCH_TREND(TABLE(")
 
@@ -153,7 +153,8 @@ def test_sql_file(spark, data, views, capsys, name):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("name", "table"), [("rising", "activity"), ("no_cancel", "rides")])
+@pytest.mark.parametrize(("name", "table"), [("rising", "activity"), ("no_cancel", "rides"), ("unfinished", "rides"),
+                                           ("clean_start", "rides")])
 def test_sql_file_with_quantifiers_and_negation(spark, data, views, capsys, name, table):
     text = (SQL / f"{name}.sql").read_text()
     assert cli.main(["sql", "--data", str(data), "-f", str(SQL / f"{name}.sql"), "--rows", "3"]) == 0

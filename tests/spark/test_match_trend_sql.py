@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import pickle
 import math
+import pickle
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -150,6 +151,38 @@ def test_quantifiers_and_negation_equal_evaluate(spark, query):
     finally:
         spark.conf.set("spark.sql.ansi.enabled", "true")
     assert got and got == expected(query, table, on_overflow="null")
+
+
+# Absence (SEMANTICS.md section 8.1) at the sizes users run: each window decides, from
+# the blockers of its partition, whatever the variable keys.
+ABSENCE = {
+    "trailing-any-sliding": """RETURN sector, COUNT(*), MAX(A.price) PATTERN SEQ(Stock A+, NOT Stock N)
+        WHERE [company] AND A.price > 100 AND N.volume > 9500 GROUP-BY sector WITHIN 5 minutes SLIDE 1 minute""",
+    "leading-next": """RETURN sector, COUNT(*), AVG(B.price) PATTERN SEQ(NOT Stock N, Stock A, Stock B+)
+        SEMANTICS next WHERE A.price > 120 AND N.volume > 9000 GROUP-BY sector WITHIN 10 minutes""",
+    "both-contiguous-keys": """RETURN sector, A.company, COUNT(*) PATTERN SEQ(NOT Stock M, Stock A+, NOT Stock N)
+        SEMANTICS contiguous WHERE [A.company] AND M.volume > 9500 AND N.volume < 500
+        GROUP-BY sector, A.company WITHIN 2 minutes""",
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(ABSENCE))
+def test_absence_at_scale_equals_evaluate(spark, name):
+    query = ABSENCE[name]
+    table = stock_table(100_000, seed=7)
+    spark.createDataFrame(table).createOrReplaceTempView("stock_absence")
+    # Counts of some groups exceed int64 under any: NULL, as Spark outside ANSI mode.
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    try:
+        got = actual(spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock_absence), {sql_literal(query)})"))
+    finally:
+        spark.conf.set("spark.sql.ansi.enabled", "true")
+    assert got and got == expected(query, table, on_overflow="null")
+    # Some trends are blocked: the pattern without its NOTs counts more.
+    positive = query.replace("NOT Stock M, ", "").replace(", NOT Stock N", "").replace("NOT Stock N, ", "")
+    positive = re.sub(r" AND [MN]\.\w+ [<>] \d+", "", positive)
+    assert expected(positive, table, on_overflow="null") != got
 
 
 @pytest.mark.spark
@@ -523,6 +556,8 @@ SLICED_QUERIES = {
     "contiguous": ("RETURN sector, COUNT(*), MAX(A.price) PATTERN Stock A+ SEMANTICS contiguous "
                    "WHERE [sector] AND A.price < NEXT(A).price GROUP-BY sector WITHIN 30 seconds SLIDE 5 seconds"),
     "no window": "RETURN sector, COUNT(*) PATTERN SEQ(Stock A, Stock B) WHERE [sector] GROUP-BY sector",
+    "absence": ("RETURN sector, COUNT(*) PATTERN SEQ(NOT Stock M, Stock A, Stock B, NOT Stock N) "
+                "WHERE [sector] AND M.volume > 9500 AND N.volume < 500 GROUP-BY sector WITHIN 10 minutes SLIDE 1 minute"),
 }
 
 
