@@ -49,9 +49,10 @@ CASES = [
     ("missing_sub_pattern", "RETURN COUNT(*)\nPATTERN SEQ(A, , B)", "expected an event type, SEQ(...) or '(' in the pattern, found ','", 2, 16),
     ("missing_comma_in_seq", "RETURN COUNT(*)\nPATTERN SEQ(Stock A B)", "expected ',' or ')' in SEQ(...), found B", 2, 21),
     # NOT N (SEMANTICS.md section 8): a keyword, between two parts of a SEQ that match events.
-    ("negation_at_start", "RETURN COUNT(*)\nPATTERN SEQ(NOT N, A, B)", "NOT N stands at the start of its SEQ; it must stand between two parts of the SEQ", 2, 13),
-    ("negation_at_end", "RETURN COUNT(*)\nPATTERN SEQ(Accept A, not Cancel C)", "NOT Cancel C stands at the end of its SEQ", 2, 23),
-    ("negation_alone", "RETURN COUNT(*)\nPATTERN NOT N", "NOT N must stand between two parts of a SEQ, as in SEQ(A, NOT N, B)", 2, 9),
+    # At the start or end of the whole pattern's SEQ it is an absence (section 8.1); elsewhere not.
+    ("negation_at_start", "RETURN COUNT(*)\nPATTERN SEQ(B, SEQ(NOT N, A))", "NOT N stands at the start of a SEQ inside the pattern; only the whole pattern's SEQ may start or end with NOT", 2, 20),
+    ("negation_at_end", "RETURN COUNT(*)\nPATTERN (SEQ(Accept A, not Cancel C))+", "NOT Cancel C stands at the end of a SEQ inside the pattern", 2, 24),
+    ("negation_alone", "RETURN COUNT(*)\nPATTERN NOT N", "a pattern of negations alone matches no trend", 2, 9),
     ("negation_in_alternation", "RETURN COUNT(*)\nPATTERN SEQ(A, (NOT N | B), C)", "NOT N must stand between two parts of a SEQ", 2, 17),
     ("negation_next_to_negation", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT N, NOT M, B)", "NOT N is next to another negation", 2, 16),
     ("negation_after_optional", "RETURN COUNT(*)\nPATTERN SEQ(A?, NOT N, B)", "the part before NOT N can match nothing", 2, 17),
