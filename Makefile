@@ -8,8 +8,9 @@ demo: setup
 	.venv/bin/cogra demo
 
 # Two pytest processes (pytest-xdist), each file's tests in one of them (its module
-# fixtures and SparkSession built once): COGRA_TEST_WORKERS=1 for one process.
-PYTEST = .venv/bin/python -m pytest -q -n $${COGRA_TEST_WORKERS:-2} --dist loadfile
+# fixtures and SparkSession built once): COGRA_TEST_WORKERS=1 for one process. The 25
+# slowest tests are listed at the end (the default suite keeps to ~15 minutes).
+PYTEST = .venv/bin/python -m pytest -q -n $${COGRA_TEST_WORKERS:-2} --dist loadfile --durations=25
 
 test: setup
 	$(PYTEST) -m "not slow"

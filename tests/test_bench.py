@@ -266,6 +266,36 @@ def test_the_streaming_operators_section_puts_the_plans_side_by_side(tmp_path: P
     assert "| cogra transformWithState | 5,000 rows/s, commit 7 ms | 5,000 rows/s, commit 7 ms | 5,000 rows/s, commit 7 ms |" in text
 
 
+def test_the_absence_table_gives_each_edge_against_the_query_without_it(tmp_path: Path) -> None:
+    from cogra.bench import negation
+
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\ntext\n\n## Files\n\nraw\n")
+    rows = [{"semantics": s, "negated": n, "events": 1_000, "seconds": 1e-3} for s, n in negation.CASES]
+    absence = [{"semantics": s, "window": w, "edge": e, "events": 1_000,
+                "seconds": {None: 1.0, "trailing": 1.5, "leading": 2.5}[e]}
+               for s in negation.ABSENCE_SEMANTICS for w in negation.ABSENCE_WINDOWS for e in negation.EDGES]
+    negation.write_report({"quick": True, "date": "2026-11-29", "cores": 2, "rows": rows, "absence": absence},
+                          tmp_path)
+    text = (tmp_path / "benchmarks.md").read_text()
+    assert "| contiguous | sliding | trailing | 1.500 s | 1.50x | met |" in text
+    assert "| contiguous | sliding | leading | 2.500 s | 2.50x | **not met** |" in text
+    assert "| skip-till-any-match | one window | without | 1.000 s |  |  |" in text
+
+
+def test_the_absence_queries_differ_only_by_the_negation() -> None:
+    import cogra
+    from cogra.bench import negation
+
+    plain = negation.absence_query("contiguous", None, "sliding")
+    trailing = negation.absence_query("contiguous", "trailing", "sliding")
+    leading = negation.absence_query("contiguous", "leading", "sliding")
+    assert "NOT" not in plain and "PATTERN SEQ(Stock A+, Stock B, NOT Stock N)" in trailing
+    assert "PATTERN SEQ(NOT Stock N, Stock A+, Stock B)" in leading
+    assert trailing.replace(", NOT Stock N", "").replace(" AND N.volume > 9500", "") == plain
+    assert cogra.plan(trailing).bound.trailing.variable == "N"
+    assert cogra.plan(leading).bound.leading.variable == "N"
+
+
 def test_the_negation_queries_differ_only_by_the_negation() -> None:
     import cogra
     from cogra.bench import negation

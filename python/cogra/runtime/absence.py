@@ -23,15 +23,11 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from cogra.runtime.compiled.windows.blockers import blockers_in_windows
-
-if TYPE_CHECKING:  # (the engine imports this module)
-    from cogra.runtime.engine import Engine, SubStreams, Windows
-
 
 @dataclass(frozen=True)
 class Cut:
@@ -54,7 +50,7 @@ NO_CUT = Cut()
 
 @dataclass(frozen=True)
 class Cutoffs:
-    """Per window of a :class:`~cogra.runtime.engine.Windows`, the table row of its first
+    """Per window of an engine's windows, the table row of its first
     leading and of its last trailing blocker (-1: none), or None for a side the query
     does not have."""
 
@@ -94,8 +90,10 @@ class Cutoffs:
                        None if self.trail_rows is None else self.trail_rows[keep])
 
 
-def cutoffs(engine: "Engine", subs: "SubStreams", wins: "Windows") -> Cutoffs | None:
-    """The cut-offs of every window of ``wins``; None where the query has no edge negation."""
+def cutoffs(engine: Any, subs: Any, wins: Any) -> Cutoffs | None:
+    """The cut-offs of every window of ``wins`` (:class:`~cogra.runtime.engine.Windows` of the
+    engine's :class:`~cogra.runtime.engine.SubStreams`); None without an edge negation.
+    (Typed ``Any``: the engine imports this module.)"""
     b = engine.bound
     sides = [(n, engine.blocker_masks[k]) if n is not None else None
              for n, k in ((b.leading, _index(b, b.leading)), (b.trailing, _index(b, b.trailing)))]
@@ -134,7 +132,7 @@ def _index(b: Any, negation: Any) -> int:
     return -1 if negation is None else b.negations.index(negation)
 
 
-def _exact(engine: "Engine", rows: np.ndarray, part: np.ndarray, window_part: np.ndarray, bounds: list,
+def _exact(engine: Any, rows: np.ndarray, part: np.ndarray, window_part: np.ndarray, bounds: list,
            first: bool) -> np.ndarray:
     """:func:`blockers_in_windows` for fractional windows, in exact arithmetic."""
     times = engine.times
