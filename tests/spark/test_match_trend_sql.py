@@ -167,7 +167,8 @@ ABSENCE = {
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("name", list(ABSENCE))
+@pytest.mark.parametrize("name", [name if i == 0 else pytest.param(name, marks=pytest.mark.slow)
+                                  for i, name in enumerate(ABSENCE)])  # (the rest in the slow suite)
 def test_absence_at_scale_equals_evaluate(spark, name):
     query = ABSENCE[name]
     table = stock_table(100_000, seed=7)
