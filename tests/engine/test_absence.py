@@ -206,6 +206,28 @@ def test_at_scale_the_python_path_equals_the_compiled_one(semantics: str, patter
 
 
 @pytest.mark.parametrize("semantics", SEMANTICS)
+def test_the_generated_kernels_take_the_cut_offs(semantics: str, generated_kernels, monkeypatch) -> None:
+    # Each query shape's own kernel (normally from 32M events, or compiled in the
+    # background for later calls) against the Python executors.
+    from cogra.runtime.compiled.codegen import kernel_cache
+    from cogra.runtime.engine import Engine
+
+    shapes = []
+    real = kernel_cache.kernel_for
+    monkeypatch.setattr(kernel_cache, "kernel_for", lambda shape: (shapes.append(shape), real(shape))[1])
+    table = generated(20_000, seed=4)
+    for pattern in ("SEQ(A+, B, NOT N)", "SEQ(NOT N, A, B+)", "SEQ(NOT X, A+, B, NOT N)"):
+        for window in ("", "WITHIN 20 seconds", "WITHIN 20 seconds SLIDE 5 seconds"):
+            query = (f"RETURN g, COUNT(*), SUM(A.v), MIN(B.v), AVG(B.v) PATTERN {pattern} "
+                     f"SEMANTICS {semantics} WHERE N.v > 2 GROUP-BY g {window}")
+            engine = Engine(cogra.plan(query, table.schema), table)
+            got = engine.result_table(on_overflow="null")
+            assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
+            assert_same_result(cogra.evaluate(query, table, compiled=False, on_overflow="null"), got, query)
+            assert shapes and shapes[-1].absence == (pattern.startswith("SEQ(NOT"), pattern.endswith("NOT N)"))
+
+
+@pytest.mark.parametrize("semantics", SEMANTICS)
 def test_a_stream_in_batches_equals_the_batch(semantics: str) -> None:
     # A window's blockers may arrive in a later batch than its trends: the window is
     # decided when it closes.  Distinct times, so no event is late.

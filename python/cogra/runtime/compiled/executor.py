@@ -433,11 +433,13 @@ class FastExecutor:
     def run_raw(self, subs: Any, lo: np.ndarray, hi: np.ndarray, cuts: Any = None) -> KernelOut:
         """Run the kernel over windows ``[lo, hi)`` of ``subs``; the channels, undecoded.
         ``cuts``: the windows' absence cut-offs (:class:`cogra.runtime.absence.Cutoffs`),
-        which the generic kernel takes (the generated ones do not yet)."""
+        which the generic and the generated window kernels take."""
         from cogra.runtime.compiled.aggregators.coarse_grained import run_windows
 
         rows = subs.rows
         plays = subs.bits
+        if cuts is None and any(self.shape().absence):
+            raise ValueError("a query with an absence runs each window with its cut-offs (Engine._run_kernels)")
         if self.kept:
             return self.run_mixed(rows, plays, lo, hi)
         times = self.times_of(rows, plays)
@@ -448,17 +450,17 @@ class FastExecutor:
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
         generated = (times, plays, self.pair_ok_of(rows, plays, generated=True), a_int, a_flt, a_valid, a_key,
                      rows, lo, hi)
-        specialized = (None if cuts is not None else
-                       self._specialized(len(rows), lo, hi, lambda bound: (*generated, bound, *outs)))
+        cut_arrays = cuts.kernel_arrays(self.engine.time_np) if cuts is not None else (times[:0], times[:0])
+        after = cut_arrays if cuts is not None else ()  # (the generated kernel of an absence takes them last)
+        specialized = self._specialized(len(rows), lo, hi, lambda bound: (*generated, bound, *outs, *after))
         if specialized is not None:
             kernel, rescale_above = specialized
-            kernel(*generated, rescale_above, *outs)
+            kernel(*generated, rescale_above, *outs, *after)
         else:
             max_batch = self.max_batch_of(rows, plays)
             run_windows(self.mode, times, plays, self.pair_ok_of(rows, plays, generated=True), self.nv, self.pred_ptr,
                         self.pred_idx, self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min,
-                        c.n_i, c.n_f, a_int, a_flt, a_valid, a_key, rows, lo, hi, max_batch, *outs,
-                        *(cuts.kernel_arrays(self.engine.time_np) if cuts is not None else (times[:0], times[:0])))
+                        c.n_i, c.n_f, a_int, a_flt, a_valid, a_key, rows, lo, hi, max_batch, *outs, *cut_arrays)
         return out
 
     @property
@@ -608,6 +610,7 @@ class FastExecutor:
             x_is_min=tuple(bool(x) for x in self.chan.x_is_min),
             pair_checks=tuple(sorted(self.engine.pairs.by_pair)),
             loads=loads,
+            absence=(b.leading is not None, b.trailing is not None),
             live=tuple(tuple(tuple(int(k) for k in row[1:1 + row[0]]) for row in arr)
                        for arr in (self.var_live_i, self.var_live_f)) if live else None,
         )

@@ -31,6 +31,10 @@ class Shape:
     """``(live_i, live_f)``: per variable, the integer and float channels its states can
     hold non-empty (``FastExecutor._live_channels``); with ``loads``, the module has the
     ring kernel's loading run ``ring_loading`` (:mod:`pane_loading`)."""
+    absence: tuple[bool, bool] = (False, False)
+    """Whether the pattern has a leading and a trailing ``NOT`` (SEMANTICS.md section 8.1):
+    the module's ``kernel`` then takes each window's cut-offs (``start_until``,
+    ``finish_from``: :mod:`cogra.runtime.absence`) after its outputs."""
     saves: tuple | None = None
     """``(v, pair_flags, tree_i, tree_f)``: with ``live``, the module has the ring kernel's
     representatives' run ``ring_saving`` (:mod:`pane_loading`) for the shared variable

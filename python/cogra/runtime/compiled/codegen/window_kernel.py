@@ -201,11 +201,15 @@ def generate(shape: Shape) -> str:
             with w.block():
                 raise_exponent("exponent + 600")
 
+    leading, trailing = s.absence
+
     def window_loop(all_floats_watch: bool, lo: str = "win_lo[w]", hi: str = "win_hi[w]",
-                    starts: str = "True", load: bool = False) -> None:
+                    starts: str = "True", load: bool = False, finishing: str | None = None) -> None:
         """The batches of events ``lo`` .. ``hi`` applied to the states s*, fin; trends
-        start only where ``starts`` holds (the pane maps' basis states start none);
-        ``load``: the loaded variable's totals come from the cache (:func:`load_totals`)."""
+        start only where ``starts`` holds (the pane maps' basis states start none; ``t``
+        is the batch's time); ``load``: the loaded variable's totals come from the cache
+        (:func:`load_totals`); ``finishing``: the batches whose ending trends count as
+        finished (absence; then under any too they are added batch by batch)."""
         w(f"i = {lo}")
         w(f"hi = {hi}")
         w("while i < hi:")
@@ -293,14 +297,19 @@ def generate(shape: Shape) -> str:
                 w(f"if d{v}_r:")
                 with w.block():
                     add(f"s{v}", f"d{v}")
-                    if s.mode != 0 and v in finals:
-                        add("fin", f"d{v}")
+                    if v in finals and (s.mode != 0 or finishing is not None):
+                        if finishing is None:
+                            add("fin", f"d{v}")
+                        else:
+                            w(f"if {finishing}:")
+                            with w.block():
+                                add("fin", f"d{v}")
             if all_floats_watch:
                 # Streaming: a window's length is unknown, so every float slot is watched.
                 watch = [f"abs(s{v}_f{k})" for v in range(nv) for k in range(n_f)]
                 watch += [f"abs(fin_f{k})" for k in range(n_f)]
             else:
-                watch = [f"s{v}_f0" for v in range(nv)] + (["fin_f0"] if s.mode != 0 else [])
+                watch = [f"s{v}_f0" for v in range(nv)] + (["fin_f0"] if s.mode != 0 or finishing else [])
             w(f"if max({', '.join(watch + ['0.0'])}) > rescale_above:")
             with w.block():
                 raise_exponent("exponent + 600")
@@ -314,10 +323,15 @@ def generate(shape: Shape) -> str:
             w("for w in range(win_lo.shape[0]):")
             with w.block():
                 # The same events as the previous window (a sparse sub-stream under a
-                # sliding window): the same result, copied (q2: 56% of its windows) --
-                # unrolled here: calling coarse_grained._copy_output instead measured 5-10%
-                # slower on q2.
-                w("if w > 0 and win_lo[w] == win_lo[w - 1] and win_hi[w] == win_hi[w - 1]:")
+                # sliding window), and the same cut-offs: the same result, copied (q2: 56%
+                # of its windows) -- unrolled here: calling coarse_grained._copy_output
+                # instead measured 5-10% slower on q2.
+                same = "w > 0 and win_lo[w] == win_lo[w - 1] and win_hi[w] == win_hi[w - 1]"
+                if leading and not load:
+                    same += " and start_until[w] == start_until[w - 1]"
+                if trailing and not load:
+                    same += " and finish_from[w] == finish_from[w - 1]"
+                w(f"if {same}:")
                 with w.block():
                     for k in range(n_i):
                         w(f"out_i[w, {k}] = out_i[w - 1, {k}]")
@@ -333,8 +347,14 @@ def generate(shape: Shape) -> str:
                 reset("fin")
                 w("exponent = 0")
                 w("unit = 1.0")
-                window_loop(False, load=load)
-                if s.mode == 0:
+                cut = not load and (leading or trailing)
+                if cut and leading:
+                    w("su = start_until[w]")
+                if cut and trailing:
+                    w("ff = finish_from[w]")
+                window_loop(False, load=load, starts="t <= su" if cut and leading else "True",
+                            finishing="t >= ff" if cut and trailing else None)
+                if s.mode == 0 and not (cut and trailing):
                     for v in finals:
                         w(f"if s{v}_r:")
                         with w.block():
@@ -349,7 +369,7 @@ def generate(shape: Shape) -> str:
                 w("out_r[w] = fin_r")
         w()
 
-    windows_kernel("kernel", "", False)
+    windows_kernel("kernel", ", start_until, finish_from" if leading or trailing else "", False)
     if s.loads:
         assert s.mode == 0 and loaded not in finals  # kept_totals.shared_variable
         windows_kernel("kernel_loading", ", take_at, ci, cf, cx, ce, cr", True)
