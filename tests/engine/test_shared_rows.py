@@ -180,8 +180,7 @@ def test_rescaled_windows_share_exactly(generated_kernels, monkeypatch) -> None:
     assert caches[0].ce.max() >= 600
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+SLIDING_CASES = dict(
     op=st.sampled_from(OPS),
     pattern=st.sampled_from(["SEQ(A+, B+)", "SEQ(A+, B)", "SEQ(A+, X, B+)"]),
     keys=st.sampled_from(["[A.k] AND [B.k]", "[B.k]", "[A.k]"]),
@@ -244,8 +243,7 @@ def test_q3_as_printed_shares_in_the_ring() -> None:
     assert seen["ring"] == 1
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
+SLIDING_CASES = dict(
     op=st.sampled_from(OPS),
     pattern=st.sampled_from(["SEQ(A+, B+)", "SEQ(A+, B)", "SEQ(A+, X, B+)"]),
     keys=st.sampled_from(["[A.k] AND [B.k]", "[B.k]"]),
@@ -257,6 +255,11 @@ def test_q3_as_printed_shares_in_the_ring() -> None:
     batch_bytes=st.sampled_from([1, kept_totals.CACHE_BATCH_BYTES]),
     seed=st.integers(0, 2**32 - 1),
 )
+"""Random sliding-window queries whose sub-streams share a kept variable's rows."""
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SLIDING_CASES)
 def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, batch_bytes,
                                               seed) -> None:
     # Gaps longer than a window empty the ring between a total's save and its load;
@@ -269,6 +272,15 @@ def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, sl
              f"WITHIN {slide * panes} seconds SLIDE {slide} seconds")
     with forced(), batches_of(batch_bytes):
         shared_equals_unshared_and_exact(query, table)
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(**SLIDING_CASES)
+def test_random_sliding_queries_share_exactly_many(op, pattern, keys, n, distinct, slide, panes, times,
+                                                   batch_bytes, seed) -> None:
+    test_random_sliding_queries_share_exactly.hypothesis.inner_test(op, pattern, keys, n, distinct, slide, panes,
+                                                                    times, batch_bytes, seed)
 
 
 @contextlib.contextmanager
