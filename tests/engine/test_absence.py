@@ -19,28 +19,11 @@ import pytest
 
 import cogra
 from cogra.errors import QueryError
-from cogra.reference import evaluate_reference
 from cogra.runtime.online import OnlineEvaluation
 from tests.compare import assert_same_result
+from tests.engine.test_negation import all_paths, counts, stream
 
 SEMANTICS = ("any", "next", "contiguous")
-
-
-def stream(text: str, **columns) -> pa.Table:
-    """``"a1 n2 b3"``: letter = type, number = time; extra columns by keyword."""
-    tokens = text.split()
-    return pa.table({"type": [t[0].upper() for t in tokens], "time": [int(t[1:]) for t in tokens], **columns})
-
-
-def all_paths(query: str, table: pa.Table) -> list:
-    return [cogra.evaluate(query, table, compiled=c).to_pylist() for c in (None, False)] + [
-        evaluate_reference(query, table).to_pylist()]
-
-
-def counts(query: str, table: pa.Table) -> list[int]:
-    rows = all_paths(query, table)
-    assert rows[0] == rows[1] == rows[2], rows
-    return [r["COUNT(*)"] for r in rows[0]] or [0]
 
 
 @pytest.mark.parametrize(("pattern", "events", "expected"), [

@@ -95,9 +95,8 @@ def cutoffs(engine: Any, subs: Any, wins: Any) -> Cutoffs | None:
     engine's :class:`~cogra.runtime.engine.SubStreams`); None without an edge negation.
     (Typed ``Any``: the engine imports this module.)"""
     b = engine.bound
-    sides = [(n, engine.blocker_masks[k]) if n is not None else None
-             for n, k in ((b.leading, _index(b, b.leading)), (b.trailing, _index(b, b.trailing)))]
-    if sides == [None, None]:
+    sides = [None if n is None else engine.blocker_masks[b.negations.index(n)] for n in (b.leading, b.trailing)]
+    if sides[0] is None and sides[1] is None:
         return None
     part = engine.partition_of_rows()
     seg_rows = subs.rows[np.asarray(subs.seg_ptr[:-1], np.int64)] if len(subs.rows) else np.zeros(0, np.int64)
@@ -107,7 +106,7 @@ def cutoffs(engine: Any, subs: Any, wins: Any) -> Cutoffs | None:
         if side is None:
             found.append(None)
             continue
-        rows = np.flatnonzero(side[1]).astype(np.int64)
+        rows = np.flatnonzero(side).astype(np.int64)
         order = np.lexsort((rows, engine.time_np[rows], part[rows]))
         rows = rows[order]
         if wins.exact_bounds is not None:
@@ -126,10 +125,6 @@ def cutoffs(engine: Any, subs: Any, wins: Any) -> Cutoffs | None:
                              bounds, first, out)
         found.append(out)
     return Cutoffs(found[0], found[1])
-
-
-def _index(b: Any, negation: Any) -> int:
-    return -1 if negation is None else b.negations.index(negation)
 
 
 def _exact(engine: Any, rows: np.ndarray, part: np.ndarray, window_part: np.ndarray, bounds: list,
