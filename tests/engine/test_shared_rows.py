@@ -180,7 +180,8 @@ def test_rescaled_windows_share_exactly(generated_kernels, monkeypatch) -> None:
     assert caches[0].ce.max() >= 600
 
 
-SLIDING_CASES = dict(
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
     op=st.sampled_from(OPS),
     pattern=st.sampled_from(["SEQ(A+, B+)", "SEQ(A+, B)", "SEQ(A+, X, B+)"]),
     keys=st.sampled_from(["[A.k] AND [B.k]", "[B.k]", "[A.k]"]),
