@@ -33,6 +33,10 @@ from tests.compare import assert_same_result
 from tests.engine.test_sliding import forced
 
 OPS = ["<", "<=", ">", ">=", "=", "<>"]
+CROSSINGS = ["A.v {op} NEXT(A).v", "(A.v {op} NEXT(A).v OR NEXT(A).v > 1)", "NOT (A.v {op} NEXT(A).v)",
+             "(A.v {op} NEXT(A).v AND NEXT(A).w >= 1)"]
+"""Predicates that read the earlier A around one comparison: per event the comparison,
+its complement, every earlier A, or none (compiled/crossing_predicates.py)."""
 
 
 @contextlib.contextmanager
@@ -188,14 +192,15 @@ def test_rescaled_windows_share_exactly(generated_kernels, monkeypatch) -> None:
     window=st.sampled_from(["", " WITHIN 7 seconds", " WITHIN 2 seconds"]),
     n=st.integers(1, 200),
     distinct=st.sampled_from([2, 30]),
+    crossing=st.sampled_from(CROSSINGS),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_random_queries_share_exactly(op, pattern, keys, window, n, distinct, seed) -> None:
+def test_random_queries_share_exactly(op, pattern, keys, window, n, distinct, crossing, seed) -> None:
     # The generic mixed kernel loading the totals (small inputs: no generated kernel).
     table = keyed_stream(seed, n, distinct)
     group = ", ".join(k.strip("[]") for k in keys.split(" AND "))
     query = (f"RETURN g, {group}, COUNT(*), SUM(B.v), MIN(A.w), AVG(A.v), MAX(B.w) PATTERN {pattern} "
-             f"WHERE {keys} AND A.v {op} NEXT(A).v GROUP-BY g, {group}{window}")
+             f"WHERE {keys} AND {crossing.format(op=op)} GROUP-BY g, {group}{window}")
     shared_equals_unshared_and_exact(query, table)
 
 
@@ -254,6 +259,7 @@ SLIDING_CASES = dict(
     panes=st.integers(1, 12),
     times=st.sampled_from(["dense", "gaps", "negative"]),
     batch_bytes=st.sampled_from([1, kept_totals.CACHE_BATCH_BYTES]),
+    crossing=st.sampled_from(CROSSINGS),
     seed=st.integers(0, 2**32 - 1),
 )
 """Random sliding-window queries whose sub-streams share a kept variable's rows."""
@@ -262,14 +268,14 @@ SLIDING_CASES = dict(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**SLIDING_CASES)
 def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, batch_bytes,
-                                              seed) -> None:
+                                              crossing, seed) -> None:
     # Gaps longer than a window empty the ring between a total's save and its load;
     # negative times put panes below zero (ring slots by floor modulo).  Batches of one
     # group each (batch_bytes 1) or of all groups here (the default, for these sizes).
     table = sliding_stream(seed, n, distinct, times)
     group = ", ".join(k.strip("[]") for k in keys.split(" AND "))
     query = (f"RETURN g, {group}, COUNT(*), SUM(B.v), AVG(A.v), AVG(B.w) PATTERN {pattern} "
-             f"WHERE {keys} AND A.v {op} NEXT(A).v GROUP-BY g, {group} "
+             f"WHERE {keys} AND {crossing.format(op=op)} GROUP-BY g, {group} "
              f"WITHIN {slide * panes} seconds SLIDE {slide} seconds")
     with forced(), batches_of(batch_bytes):
         shared_equals_unshared_and_exact(query, table)
@@ -279,9 +285,9 @@ def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, sl
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**SLIDING_CASES)
 def test_random_sliding_queries_share_exactly_many(op, pattern, keys, n, distinct, slide, panes, times,
-                                                   batch_bytes, seed) -> None:
+                                                   batch_bytes, crossing, seed) -> None:
     test_random_sliding_queries_share_exactly.hypothesis.inner_test(op, pattern, keys, n, distinct, slide, panes,
-                                                                    times, batch_bytes, seed)
+                                                                    times, batch_bytes, crossing, seed)
 
 
 @contextlib.contextmanager

@@ -66,9 +66,6 @@ class Plan:
             if n is not None:
                 lines.append(f"  absence      {n.source.text}   {n.edge}: a trend counts only if no {n.variable} event "
                              f"{where} event in its window")
-        if (b.leading or b.trailing) and b.kept_variables:
-            lines.append("               (with a predicate that reads an earlier event: the Python executors "
-                         "evaluate it, exactly, without the compiled kernels)")
         if not q.where and not (b.leading or b.trailing):
             lines.append("  (none)")
         lines.append("")

@@ -9,6 +9,12 @@ importing the kernels.
 USE_PREFIX, USE_SUFFIX, USE_EQUAL = 1, 2, 4
 """Which rank ranges a comparison ``h ∘ g`` selects (flags: prefix, suffix, equal)."""
 
+CROSS_NONE, CROSS_RANGES, CROSS_ALL = 0, 1, 2
+"""Per new event (``g_valid``), what its pair's indexed predicate takes of the earlier
+variable's events: none, those in the event's rank ranges, or every one -- read as a pair
+without an indexed predicate, the variable's total
+(:mod:`~cogra.runtime.compiled.crossing_predicates`)."""
+
 SHARE_NONE, SHARE_SAVE, SHARE_TAKE = 0, 1, 2
 """``share_mode`` of :func:`~cogra.runtime.compiled.aggregators.mixed_grained.run_mixed_windows`:
 no sharing; save the shared variable's totals; take them from the cache."""

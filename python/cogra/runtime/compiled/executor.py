@@ -123,18 +123,19 @@ class FastExecutor:
             folded = engine.contiguous_pair_ok_bits(subs, self.pair_ok)
             if folded is not None:
                 self.pair_ok, self.kept = folded, frozenset()
-        if self.kept and (b.leading is not None or b.trailing is not None):
-            # (the mixed-grained kernels take no absence cut-offs yet: the Python executors
-            # run such a query, exactly; cogra.explain says so)
-            raise Unsupported("an absence (NOT at the pattern's edge) with a predicate that reads the "
-                              "earlier event of a pair")
+        self.pair_all = False
+        """Whether some event takes every earlier event of its pair (``CROSS_ALL``: the
+        kernels read the pair there as one without an indexed predicate)."""
         if self.kept:
             self._indexed_pairs()
         self._per_positions: dict = {}
 
     def _indexed_pairs(self) -> None:
-        """Compile each predicate that reads the earlier event to ``h(U) op g(NEXT(V))``."""
-        from cogra.runtime.compiled.aggregators.mixed_grained import pair_ranges, unique_inverse
+        """Index each predicate that reads the earlier event by ``h(U)``
+        (:mod:`cogra.runtime.compiled.crossing_predicates`): per pair, the ranks of ``h`` and,
+        per new event, the rank ranges it takes and its code (``g_valid``)."""
+        from cogra.runtime.compiled.aggregators.mixed_grained import pair_ranges, unique_inverse, value_bounds
+        from cogra.runtime.compiled.crossing_predicates import CROSS_ALL, mixed_ranges, split_crossing
 
         eng = self.engine
         n, nv = eng.n, self.nv
@@ -146,14 +147,21 @@ class FastExecutor:
                 continue
             if len(reading) > 1:
                 raise Unsupported(f"several predicates read {eng.bound.automaton.names[u]} for one pair")
-            op, h, hv, g, gv = split_comparison(reading[0].expression, eng.columns, n)
+            crossing = split_crossing(reading[0].expression, eng.columns, n)
+            h, hv, g, gv = crossing.h, crossing.hv, crossing.g, crossing.gv
             vals, inverse = unique_inverse(h[hv])
             ranks = np.zeros(n, np.int64)
             ranks[hv] = inverse
             # Usually both sides read one attribute (A.price > NEXT(A).price): then each
             # value's rank is known and no search over the (often ~n) distinct values is needed.
             same = bool(np.array_equal(hv, gv) and np.array_equal(h[hv], g[gv]))
-            fl, a, bnd, eq = pair_ranges(op, vals, g, ranks if same else None)
+            if crossing.plain:
+                fl, a, bnd, eq = pair_ranges(crossing.op, vals, g, ranks if same else None)
+                code = crossing.uses["C"].astype(np.int8)  # (CROSS_RANGES where it holds, else none)
+            else:
+                lt, le = value_bounds(vals, g, ranks if same else None)
+                fl, a, bnd, eq, code = mixed_ranges(crossing, lt, le, len(vals))
+                self.pair_all = self.pair_all or bool((code == CROSS_ALL).any())
             self.pair_of[u, v] = len(flags)
             flags.append(fl)
             ms.append(len(vals))
@@ -162,13 +170,13 @@ class FastExecutor:
             q_a.append(a)
             q_b.append(bnd)
             q_eq.append(eq)
-            g_valid.append(gv)
+            g_valid.append(code)
         self.pair_flags = np.asarray(flags, np.int64)
         self.m_of = np.asarray(ms, np.int64)
         stack = lambda xs, dt: np.stack(xs).astype(dt) if xs else np.zeros((0, n), dt)  # noqa: E731
         self.h_rank, self.h_valid = stack(h_rank, np.int64), stack(h_valid, np.bool_)
         self.q_a, self.q_b, self.q_eq = stack(q_a, np.int64), stack(q_b, np.int64), stack(q_eq, np.int64)
-        self.g_valid = stack(g_valid, np.bool_)
+        self.g_valid = stack(g_valid, np.int8)
         self.kept_bits = np.uint64(sum(1 << u for u in self.kept))
         if "live" not in self._memo:
             self._memo["live"] = self._live_channels()
@@ -441,7 +449,7 @@ class FastExecutor:
         if cuts is None and any(self.shape().absence):
             raise ValueError("a query with an absence runs each window with its cut-offs (Engine._run_kernels)")
         if self.kept:
-            return self.run_mixed(rows, plays, lo, hi)
+            return self.run_mixed(rows, plays, lo, hi, cuts=cuts)
         times = self.times_of(rows, plays)
         a_int, a_flt, a_valid, a_key = self.a_int, self.a_flt, self.a_valid, self.a_key
         c = self.chan
@@ -486,13 +494,14 @@ class FastExecutor:
         return self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
 
     def run_mixed(self, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                  share: Any = None) -> KernelOut:
+                  share: Any = None, cuts: Any = None) -> KernelOut:
         """The mixed-grained kernel over windows ``[lo, hi)`` of the positions ``rows``
         (table rows) playing ``plays``; the channels, undecoded.
 
         ``share`` (:class:`cogra.runtime.compiled.sharing.saved_totals.Share`): save the shared
         variable's rows, or take them from the cache -- then no predicate reads an
-        earlier event here, and the kernel builds no trees."""
+        earlier event here, and the kernel builds no trees.  ``cuts``: the windows' absence
+        cut-offs (:class:`cogra.runtime.absence.Cutoffs`)."""
         from cogra.runtime.compiled.aggregators.mixed_grained import run_mixed_windows
         from cogra.runtime.compiled.codes import SHARE_TAKE
         from cogra.runtime.compiled.sharing.saved_totals import Share
@@ -511,6 +520,7 @@ class FastExecutor:
             self.a_int, self.a_flt, self.a_valid, self.a_key, rows, self.kept_bits,
             p.pair_of, p.pair_flags, p.m_of, p.live_i, p.live_f, p.live_x, *p.ranks,
             lo, hi, max_batch, max_window, out.i, out.f, out.x, out.e, out.r, *share.arguments(),
+            *(cuts.kernel_arrays(self.engine.time_np) if cuts is not None else (times[:0], times[:0])),
         )
         return out
 
@@ -526,7 +536,7 @@ class FastExecutor:
         none_i, none_b = np.zeros((0, 1), np.int64), np.zeros((0, 1), np.bool_)
         live = np.zeros((1, 1), np.int64)
         return PairArrays(np.full_like(self.pair_of, -1), np.zeros(0, np.int64), np.zeros(0, np.int64),
-                          live, live, live, (none_i, none_b, none_i, none_i, none_i, none_b))
+                          live, live, live, (none_i, none_b, none_i, none_i, none_i, np.zeros((0, 1), np.int8)))
 
     @cached_property
     def _largest_summed(self) -> float:
@@ -650,51 +660,4 @@ def _longest(lo, hi):
     return best
 
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
-
-
-def split_comparison(expr, columns, n):
-    """``h(cur) op g(next)`` from a bound predicate, as numeric arrays over all rows.
-
-    Raises :class:`Unsupported` for any other shape (AND/OR/IN/..., strings, values
-    that float64 cannot hold exactly, NaN).
-    """
-    import sqlglot.expressions as exp
-
-    from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT, Val, evaluate
-
-    ops = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
-    node = expr
-    while isinstance(node, exp.Paren):
-        node = node.this
-    op = ops.get(type(node))
-    if op is None:
-        raise Unsupported(f"predicate {expr.sql()} is not a single comparison")
-    roles = lambda side: {c.table for c in side.find_all(exp.Column)}  # noqa: E731
-    left, right = node.this, node.expression
-    if roles(left) == {ROLE_CUR} and roles(right) <= {ROLE_NEXT}:
-        cur_side, next_side = left, right
-    elif roles(right) == {ROLE_CUR} and roles(left) <= {ROLE_NEXT}:
-        cur_side, next_side, op = right, left, _FLIP[op]
-    else:
-        raise Unsupported(f"predicate {expr.sql()} mixes the two events on one side")
-
-    def side(e, role):
-        v = evaluate(e, lambda r, attr: Val(*columns[attr]))
-        data = np.broadcast_to(np.asarray(v.data), (n,))
-        valid = np.broadcast_to(np.asarray(v.valid, dtype=bool), (n,))
-        if data.dtype.kind not in "iufb":
-            raise Unsupported(f"{e.sql()} is not numeric")
-        if data.dtype.kind in "iu" and n and np.abs(data[valid]).max(initial=0) > 2**53:
-            raise Unsupported(f"{e.sql()} exceeds 2**53")
-        data = data.astype(np.float64)
-        if np.isnan(data[valid]).any():
-            raise Unsupported(f"{e.sql()} holds NaN")
-        return np.ascontiguousarray(data), np.ascontiguousarray(valid)
-
-    h, hv = side(cur_side, ROLE_CUR)
-    g, gv = side(next_side, ROLE_NEXT)
-    return op, h, hv, g, gv
-
-
-__all__ = ["FastExecutor", "Unsupported", "UNDECIDED", "split_comparison"]
+__all__ = ["FastExecutor", "Unsupported", "UNDECIDED"]

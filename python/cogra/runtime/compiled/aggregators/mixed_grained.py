@@ -44,7 +44,7 @@ from cogra.runtime.compiled.aggregators.coarse_grained import (
     _reset_row,
 )
 from cogra.runtime.compiled.channels import MAX_KEY_IDENTITY, MIN_KEY_IDENTITY
-from cogra.runtime.compiled.codes import SHARE_SAVE, SHARE_TAKE, USE_EQUAL, USE_PREFIX, USE_SUFFIX
+from cogra.runtime.compiled.codes import CROSS_ALL, SHARE_SAVE, SHARE_TAKE, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 RADIX_BITS = 11  # ranks are sorted in passes of up to this many bits (2048 buckets)
 
@@ -58,13 +58,7 @@ def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray,
     Returns ``(flags, a, b, eq)``: prefix ``[0, a)``, suffix ``[b, M)``, equal rank ``eq``
     (-1 when no value equals ``g``).
     """
-    if g_rank is not None:
-        lt, le = g_rank, g_rank + 1
-    elif (dense := _dense_bounds(vals, g)) is not None:
-        lt, le = dense
-    else:
-        lt = np.searchsorted(vals, g, side="left").astype(np.int64)   # number of values < g
-        le = np.searchsorted(vals, g, side="right").astype(np.int64)  # number of values <= g
+    lt, le = value_bounds(vals, g, g_rank)
     eq = np.where(le > lt, lt, -1).astype(np.int64)
     m = len(vals)
     if op == "<":
@@ -80,6 +74,19 @@ def pair_ranges(op: str, vals: np.ndarray, g: np.ndarray,
     if op == "<>":
         return USE_PREFIX | USE_SUFFIX, lt, le, eq
     raise ValueError(op)
+
+
+def value_bounds(vals: np.ndarray, g: np.ndarray,
+                 g_rank: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(lt, le)``: per ``g``, the number of ``vals`` (sorted, distinct) below it and up to
+    it (``g_rank``: as in :func:`pair_ranges`)."""
+    if g_rank is not None:
+        return g_rank, g_rank + 1
+    if (dense := _dense_bounds(vals, g)) is not None:
+        return dense
+    lt = np.searchsorted(vals, g, side="left").astype(np.int64)
+    le = np.searchsorted(vals, g, side="right").astype(np.int64)
+    return lt, le
 
 
 def _dense_bounds(vals: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -448,6 +455,7 @@ def run_mixed_windows(
     win_lo, win_hi, max_batch, max_window,
     out_i, out_f, out_x, out_e, out_r,
     share_var, share_mode, take_at, ci, cf, cx, ce, cr, share_li, share_lf, share_lx,
+    start_until, finish_from,
 ):
     """Every window ``[win_lo[w], win_hi[w])``; results in row ``w`` of ``out_*``.
 
@@ -459,7 +467,15 @@ def run_mixed_windows(
     its total is loaded from cache row ``take_at[i]`` (``i`` the batch's first position;
     -1: no event of it yet in the window), the window's exponent raised to the row's first
     if it is higher, so that loading only scales down.
+
+    Absence (SEMANTICS.md section 8.1), per window as :func:`coarse_grained.run_windows`
+    takes it: trends start only at events up to ``start_until[w]`` and count as finished
+    only when they end from ``finish_from[w]`` on (then, under any too, batch by batch);
+    empty arrays where the query has no such negation.
     """
+    leading = start_until.shape[0] > 0
+    trailing = finish_from.shape[0] > 0
+    none = np.uint64(0)
     n_x = x_is_min.shape[0]
     n_pairs = m_of.shape[0]
     m_max = 1
@@ -532,6 +548,8 @@ def run_mixed_windows(
             nb = 0
             extended = np.uint64(0)
             loaded = 0.0
+            starts = start_bits if not leading or times[i] <= start_until[w] else none
+            finishing = not trailing or times[i] >= finish_from[w]
             if share_mode == SHARE_TAKE:
                 c = take_at[i]
                 if c < 0:
@@ -558,7 +576,7 @@ def run_mixed_windows(
                         continue  # its totals are loaded per batch
                     _reset_row(bi, bf, bx, nb, x_is_min)
                     alive = False
-                    if _bit(start_bits, v):
+                    if _bit(starts, v):
                         bi[nb, 0] = 1
                         bf[nb, 0] = unit
                         alive = True
@@ -567,6 +585,8 @@ def run_mixed_windows(
                         if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
                             continue
                         p = pair_of[u, v]
+                        if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:
+                            p = -1  # this event takes every earlier event of the pair
                         kept = _bit(kept_bits, u) != 0
                         if mode == 0:
                             if p < 0:
@@ -640,7 +660,7 @@ def run_mixed_windows(
             for k in range(nb):
                 v = bvar[k]
                 e = bev[k]
-                if mode != 0 and _bit(final_bits, v):
+                if (mode != 0 or trailing) and finishing and _bit(final_bits, v):
                     _add_row(fi, ff, fx, 0, bi, bf, bx, k, x_is_min)
                     fr[0] = True
                     m = _max_abs_row(ff, 0)
@@ -695,7 +715,7 @@ def run_mixed_windows(
                 _save_total(ci, cf, cx, ce, cr, j - 1, si, sf, sx, sr, share_var, exponent,
                             share_li, share_lf, share_lx)
             i = j
-        if mode == 0:
+        if mode == 0 and not trailing:
             for v in range(nv):
                 if _bit(final_bits, v) and sr[v]:
                     _add_row(fi, ff, fx, 0, si, sf, sx, v, x_is_min)

@@ -26,7 +26,7 @@ from cogra.runtime.compiled.jit import njit
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
 from cogra.runtime.compiled.aggregators.mixed_grained import _rank_block, _rank_buffers
-from cogra.runtime.compiled.codes import USE_EQUAL, USE_PREFIX, USE_SUFFIX
+from cogra.runtime.compiled.codes import CROSS_ALL, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 
 @njit(cache=True, inline="always")
@@ -219,6 +219,8 @@ def run_mixed_sliding(
                         if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
                             continue
                         p = pair_of[u, v]
+                        if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:
+                            p = -1  # this event takes every earlier event of the pair
                         if p < 0:
                             for ln in range(lanes):
                                 if sr[u, ln]:

@@ -39,7 +39,7 @@ from cogra.runtime.compiled.aggregators.mixed_grained import (
     _rank_buffers,
     _window_ranks,
 )
-from cogra.runtime.compiled.codes import RANK_BLOCK_SPANS, SHARE_SAVE, SHARE_TAKE, USE_EQUAL, USE_PREFIX, USE_SUFFIX
+from cogra.runtime.compiled.codes import CROSS_ALL, RANK_BLOCK_SPANS, SHARE_SAVE, SHARE_TAKE, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
 
 def tree_bytes(n_pairs: int, n_live: int, lanes: int, max_span: int) -> int:
@@ -831,6 +831,8 @@ def _run_segments(
                         if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
                             continue
                         p = pair_of[u, v]
+                        if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:
+                            p = -1  # this event takes every earlier event of the pair
                         if p < 0:
                             if blank and var_live_i[u, 0] == vni and var_live_f[u, 0] == vnf:
                                 for c in range(vni):

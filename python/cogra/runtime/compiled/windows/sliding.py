@@ -383,8 +383,8 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
     (as :func:`_run_ring_loading`).  Its windows' channels are zeros, as the generic kernel's
     for a representative: they are never read."""
     v = share.var  # (kept_totals.shared_variable: v's one pair is with itself, its only predecessor)
-    if v not in fast.engine.bound.automaton.start:
-        return None
+    if v not in fast.engine.bound.automaton.start or fast.pair_all:
+        return None  # (the generated run reads every event's pair through its trees)
     found = _generated(fast, v, "ring_saving", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
         return None

@@ -1,0 +1,186 @@
+"""A predicate that reads the earlier event of a pair, as the mixed-grained kernels index it.
+
+The kernels (:mod:`cogra.runtime.compiled.aggregators.mixed_grained`) keep the earlier
+variable ``U``'s events ranked by one value ``h(U)`` and let a new event ``e`` of ``V``
+take those whose rank lies in a prefix, a suffix, or equals one rank.  That holds every
+comparison ``h(U) op g(NEXT(V))``, and every predicate in which one such comparison ``C``
+is the only part that reads ``U``: the rest reads only ``NEXT(V)`` (or nothing), so per
+new event it is known whether the predicate is ``C``, ``NOT C``, true for every ``U``
+with a value, true for every ``U`` at all, or false -- for example
+``A.v = NEXT(B).v OR NEXT(B).v > 2`` is, per ``B`` event, either ``C`` or always true.
+What a predicate is for each event is its *code*: :data:`CROSS_NONE` (no pair), a range
+(:data:`CROSS_RANGES`), or :data:`CROSS_ALL`, every ``U`` event however null its value,
+which the kernels read as a pair without an indexed predicate (``U``'s running total).
+
+Why per-event ranges rather than a pair-wide operator: the operator of ``NOT C`` is the
+complement of ``C``'s, so a pair whose events switch between them needs the prefix,
+suffix and equal structures at once; a predicate of one operator keeps only its own.
+Anything else (``U`` read twice, ``U`` read outside one comparison, a comparison that
+mixes both events on one side, values float64 cannot hold) raises :class:`Unsupported`,
+and the engine runs the Python executors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import sqlglot.expressions as exp
+
+from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT, Val, evaluate, truth
+from cogra.runtime.compiled.channels import Unsupported
+from cogra.runtime.compiled.codes import CROSS_ALL, CROSS_NONE, CROSS_RANGES, USE_EQUAL, USE_PREFIX, USE_SUFFIX
+
+_OPS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
+_COMPLEMENT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "=": "<>", "<>": "="}
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """One comparison ``h(cur) op g(next)`` and what the whole predicate makes of it.
+
+    ``h``/``hv``, ``g``/``gv``: both sides as float64 arrays over all table rows, with
+    their validity.  ``uses``: per row (as the new event), ``"C"`` the comparison,
+    ``"not C"`` its complement, ``"valued"`` every ``U`` event whose ``h`` is not NULL,
+    ``"all"`` every ``U`` event, ``"none"``; a plain comparison is ``"C"`` where ``g`` is
+    valid."""
+
+    op: str
+    h: np.ndarray
+    hv: np.ndarray
+    g: np.ndarray
+    gv: np.ndarray
+    uses: dict[str, np.ndarray]
+
+    @property
+    def plain(self) -> bool:
+        """Whether the predicate takes, per event, the comparison or nothing (one operator
+        for every event: ``A.v < NEXT(B).v AND NEXT(B).v <> 3``)."""
+        return not any(self.uses[k].any() for k in ("not C", "valued", "all"))
+
+
+def _roles(node: exp.Expression) -> set[str]:
+    return {c.table for c in node.find_all(exp.Column)}
+
+
+def _unwrap(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def split_crossing(expr: exp.Expression, columns: dict, n: int) -> Crossing:
+    """The :class:`Crossing` of a bound predicate that reads the earlier event, over
+    ``n`` rows of ``columns`` (attribute -> (data, valid)); :class:`Unsupported` where the
+    kernels cannot index it (module docstring)."""
+    reading = [node for node in expr.find_all(exp.Column) if node.table == ROLE_CUR]
+    if not reading:
+        raise Unsupported(f"predicate {expr.sql()} reads no earlier event")
+    # The one comparison that holds every read of the earlier event.
+    holder = reading[0].parent
+    while holder is not None and not (type(holder) in _OPS and all(_inside(c, holder) for c in reading)):
+        holder = holder.parent
+    if holder is None or not all(_inside(c, holder) for c in reading):
+        raise Unsupported(f"predicate {expr.sql()} reads the earlier event outside one comparison")
+    op = _OPS[type(holder)]
+    left, right = holder.this, holder.expression
+    if _roles(left) == {ROLE_CUR} and _roles(right) <= {ROLE_NEXT}:
+        cur_side, next_side = left, right
+    elif _roles(right) == {ROLE_CUR} and _roles(left) <= {ROLE_NEXT}:
+        cur_side, next_side, op = right, left, _FLIP[op]
+    else:
+        raise Unsupported(f"predicate {expr.sql()} mixes the two events on one side of {holder.sql()}")
+    h, hv = _side(cur_side, columns, n)
+    g, gv = _side(next_side, columns, n)
+    if _unwrap(expr) is holder:
+        uses = {"C": gv, "not C": _NONE(n), "valued": _NONE(n), "all": _NONE(n)}
+        return Crossing(op, h, hv, g, gv, uses)
+    # The rest of the predicate reads only the new event: per row, its value with the
+    # comparison true, false and NULL (three-valued logic, as the Python executors).
+    env = lambda role, attr: Val(*columns[attr])  # noqa: E731
+    with_c = {}
+    for name, literal in (("T", exp.true()), ("F", exp.false()), ("N", exp.null())):
+        copy = expr.copy()
+        target = next(node for node in copy.find_all(type(holder)) if node == holder)
+        target.replace(literal)
+        with_c[name] = truth(evaluate(copy, env), n)
+    t, f, null = with_c["T"], with_c["F"], with_c["N"]
+    # g NULL: the comparison is NULL for every earlier event.
+    every = np.where(gv, t & f & null, null)
+    unreadable = gv & null & ~(t & f)
+    if unreadable.any():
+        raise Unsupported(f"predicate {expr.sql()} holds where {holder.sql()} is NULL but not wherever it "
+                          "is true or false")
+    ranged = gv & ~null
+    uses = {"C": ranged & t & ~f, "not C": ranged & f & ~t, "valued": ranged & t & f, "all": every}
+    return Crossing(op, h, hv, g, gv, uses)
+
+
+def _NONE(n: int) -> np.ndarray:
+    return np.zeros(n, bool)
+
+
+def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
+def _side(e: exp.Expression, columns: dict, n: int) -> tuple[np.ndarray, np.ndarray]:
+    v = evaluate(e, lambda r, attr: Val(*columns[attr]))
+    data = np.broadcast_to(np.asarray(v.data), (n,))
+    valid = np.broadcast_to(np.asarray(v.valid, dtype=bool), (n,))
+    if data.dtype.kind not in "iufb":
+        raise Unsupported(f"{e.sql()} is not numeric")
+    if data.dtype.kind in "iu" and n and np.abs(data[valid]).max(initial=0) > 2**53:
+        raise Unsupported(f"{e.sql()} exceeds 2**53")
+    data = data.astype(np.float64)
+    if np.isnan(data[valid]).any():
+        raise Unsupported(f"{e.sql()} holds NaN")
+    return np.ascontiguousarray(data), np.ascontiguousarray(valid)
+
+
+def op_ranges(op: str, lt: np.ndarray, le: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(a, b, eq)`` of ``h op g`` with every unused part empty (prefix ``a = 0``, suffix
+    ``b = m``, ``eq = -1``): ``lt`` / ``le`` count the ranked values below / up to ``g``."""
+    zero, top, no = np.zeros_like(lt), np.full_like(lt, m), np.full_like(lt, -1)
+    eq = np.where(le > lt, lt, -1)
+    return {
+        "<": (lt, top, no), "<=": (le, top, no), ">": (zero, le, no), ">=": (zero, lt, no),
+        "=": (zero, top, eq), "<>": (lt, le, no),
+    }[op]
+
+
+OP_FLAGS = {"<": USE_PREFIX, "<=": USE_PREFIX, ">": USE_SUFFIX, ">=": USE_SUFFIX, "=": USE_EQUAL,
+            "<>": USE_PREFIX | USE_SUFFIX}
+
+
+def mixed_ranges(c: Crossing, lt: np.ndarray, le: np.ndarray, m: int) -> tuple[int, np.ndarray, np.ndarray,
+                                                                                np.ndarray, np.ndarray]:
+    """``(flags, a, b, eq, code)`` of a predicate that is not the comparison alone: per row
+    the ranges of what it uses there (``valued``: the prefix of every rank), the code
+    :data:`CROSS_RANGES` where it uses ranges, :data:`CROSS_ALL` where it takes every
+    earlier event, else :data:`CROSS_NONE`."""
+    a = np.zeros_like(lt)
+    b = np.full_like(lt, m)
+    eq = np.full_like(lt, -1)
+    flags = 0
+    for use, op in (("C", c.op), ("not C", _COMPLEMENT[c.op])):
+        where = c.uses[use]
+        if where.any():
+            oa, ob, oq = op_ranges(op, lt, le, m)
+            a, b, eq = np.where(where, oa, a), np.where(where, ob, b), np.where(where, oq, eq)
+            flags |= OP_FLAGS[op]
+    if c.uses["valued"].any():
+        a = np.where(c.uses["valued"], m, a)
+        flags |= USE_PREFIX
+    code = np.full(len(lt), CROSS_NONE, np.int8)
+    code[c.uses["C"] | c.uses["not C"] | c.uses["valued"]] = CROSS_RANGES
+    code[c.uses["all"]] = CROSS_ALL
+    return flags, a.astype(np.int64), b.astype(np.int64), eq.astype(np.int64), code
+
+
+__all__ = ["CROSS_ALL", "CROSS_NONE", "CROSS_RANGES", "Crossing", "mixed_ranges", "split_crossing"]
