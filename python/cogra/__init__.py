@@ -21,7 +21,14 @@ from cogra.api import (  # noqa: E402
     pushdown,
     result_schema,
 )
-from cogra.errors import AggregateOverflowError, CheckpointError, CograError, DataError, QueryError  # noqa: E402
+from cogra.errors import (  # noqa: E402
+    AggregateOverflowError,
+    CheckpointError,
+    CograError,
+    CograPerformanceWarning,
+    DataError,
+    QueryError,
+)
 from cogra.runtime.online import OnlineEvaluation, evaluate_batches  # noqa: E402
 from cogra.runtime import warm_start  # noqa: E402
 
@@ -32,6 +39,7 @@ __all__ = [
     "AggregateOverflowError",
     "CheckpointError",
     "CograDataWarning",
+    "CograPerformanceWarning",
     "CograError",
     "DataError",
     "OnlineEvaluation",

@@ -78,3 +78,9 @@ class CograDataWarning(UserWarning):
     They are also counted in the result's schema metadata (``cogra.rows_null_time``,
     ``cogra.rows_null_type``), so nothing vanishes silently.
     """
+
+
+class CograPerformanceWarning(UserWarning):
+    """A query (or its data) runs on the Python executors instead of the compiled kernels:
+    exact, 10-100x slower.  The message names the part that forces it; ``cogra.explain``
+    names those known from the query alone."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from cogra.analysis.binding import BoundQuery
 from cogra.analysis.granularity import Executor, VariableGranularity, select
+from cogra.analysis.kernel_reach import python_only_parts
 from cogra.language.ast import Not
 
 
@@ -20,6 +21,15 @@ class Plan:
         executor, granularity = select(bound)
         return cls(bound, executor, granularity)
 
+    def _kernel_lines(self) -> list[str]:
+        """Whether the compiled kernels run it, or which parts keep it on the Python executors."""
+        parts = python_only_parts(self.bound)
+        if not parts:
+            return ["kernels    compiled"]
+        lines = ["kernels    the Python executors (exact, 10-100x slower than the compiled kernels):"]
+        lines += [f"             {part}" for part in parts]
+        return lines
+
     def explain(self) -> str:
         b = self.bound
         q = b.query
@@ -30,6 +40,7 @@ class Plan:
             "== cogra plan ==",
             f"semantics  {q.semantics.value}",
             f"executor   {self.executor.value}",
+            *self._kernel_lines(),
             "",
             "automaton (states remember the optional keyed variables their trends played; "
             "$: a final copy, where a trend that may go on ends)" if a.presence

@@ -17,6 +17,7 @@ Everything up to step 5 is vectorised; only the executors loop over events.
 from __future__ import annotations
 
 import bisect
+import warnings
 import itertools
 from dataclasses import dataclass
 from fractions import Fraction
@@ -31,7 +32,7 @@ from cogra.runtime.arrow_arrays import one_array, take
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.analysis.plan import Plan
-from cogra.errors import DataError
+from cogra.errors import CograPerformanceWarning, DataError
 from cogra.language.ast import AttrRef
 from cogra.runtime.executors import mixed_grained
 from cogra.runtime.executors import pattern_grained
@@ -1030,6 +1031,8 @@ class Engine:
             if self.use_fast:
                 raise
             self.stats["fast_unsupported"] = str(why)
+            warnings.warn(f"MATCH_TREND evaluates this query on the Python executors (exact, 10-100x slower "
+                          f"than the compiled kernels): {why}", CograPerformanceWarning, stacklevel=2)
             return None
 
     @cached_property

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 import numpy as np
 import sqlglot.expressions as exp
 
-from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT, Val, evaluate, truth
+from cogra.analysis.expressions import Val, evaluate, truth
+from cogra.analysis.kernel_reach import crossing_comparison
 from cogra.runtime.compiled.channels import Unsupported
 from cogra.runtime.compiled.codes import CROSS_ALL, CROSS_NONE, CROSS_RANGES, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
-_OPS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
 _COMPLEMENT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "=": "<>", "<>": "="}
 
 
@@ -60,40 +59,20 @@ class Crossing:
         return not any(self.uses[k].any() for k in ("not C", "valued", "all"))
 
 
-def _roles(node: exp.Expression) -> set[str]:
-    return {c.table for c in node.find_all(exp.Column)}
-
-
-def _unwrap(node: exp.Expression) -> exp.Expression:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
-
-
 def split_crossing(expr: exp.Expression, columns: dict, n: int) -> Crossing:
     """The :class:`Crossing` of a bound predicate that reads the earlier event, over
     ``n`` rows of ``columns`` (attribute -> (data, valid)); :class:`Unsupported` where the
     kernels cannot index it (module docstring)."""
-    reading = [node for node in expr.find_all(exp.Column) if node.table == ROLE_CUR]
-    if not reading:
-        raise Unsupported(f"predicate {expr.sql()} reads no earlier event")
-    # The one comparison that holds every read of the earlier event.
-    holder = reading[0].parent
-    while holder is not None and not (type(holder) in _OPS and all(_inside(c, holder) for c in reading)):
-        holder = holder.parent
-    if holder is None or not all(_inside(c, holder) for c in reading):
-        raise Unsupported(f"predicate {expr.sql()} reads the earlier event outside one comparison")
-    op = _OPS[type(holder)]
-    left, right = holder.this, holder.expression
-    if _roles(left) == {ROLE_CUR} and _roles(right) <= {ROLE_NEXT}:
-        cur_side, next_side = left, right
-    elif _roles(right) == {ROLE_CUR} and _roles(left) <= {ROLE_NEXT}:
-        cur_side, next_side, op = right, left, _FLIP[op]
-    else:
-        raise Unsupported(f"predicate {expr.sql()} mixes the two events on one side of {holder.sql()}")
+    found = crossing_comparison(expr)
+    if isinstance(found, str):
+        raise Unsupported(found)
+    holder, op, cur_side, next_side = found.holder, found.op, found.cur_side, found.next_side
     h, hv = _side(cur_side, columns, n)
     g, gv = _side(next_side, columns, n)
-    if _unwrap(expr) is holder:
+    bare = expr
+    while isinstance(bare, exp.Paren):
+        bare = bare.this
+    if bare is holder:
         uses = {"C": gv, "not C": _NONE(n), "valued": _NONE(n), "all": _NONE(n)}
         return Crossing(op, h, hv, g, gv, uses)
     # The rest of the predicate reads only the new event: per row, its value with the
@@ -119,14 +98,6 @@ def split_crossing(expr: exp.Expression, columns: dict, n: int) -> Crossing:
 
 def _NONE(n: int) -> np.ndarray:
     return np.zeros(n, bool)
-
-
-def _inside(node: exp.Expression, ancestor: exp.Expression) -> bool:
-    while node is not None:
-        if node is ancestor:
-            return True
-        node = node.parent
-    return False
 
 
 def _side(e: exp.Expression, columns: dict, n: int) -> tuple[np.ndarray, np.ndarray]:

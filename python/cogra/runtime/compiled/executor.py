@@ -38,7 +38,7 @@ from cogra.runtime.compiled.channels import (
 )
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
-MAX_VARIABLES = 8  # pair bits v * nv + u must fit in 64
+from cogra.analysis.kernel_reach import KERNEL_MAX_STATES as MAX_VARIABLES  # noqa: E402
 SPECIALIZE_MIN_EVENTS = 32_000_000
 """Runs over at least this many events (a window run's events, a ring run's positions)
 compile the kernel generated for the query's shape (:mod:`cogra.runtime.compiled.codegen`) in the foreground

@@ -1,0 +1,98 @@
+"""What keeps a query off the compiled kernels, known from the query alone.
+
+The compiled kernels (:mod:`cogra.runtime.compiled`) evaluate every query the language
+takes but for the parts named here; such a query runs on the Python executors, exactly
+and 10-100x slower, and ``cogra.explain`` names the part.  Other reasons depend on the
+data (a uint64 column, values beyond 2**53 in a comparison, NaN) and are known only when
+the query runs: :class:`cogra.errors.CograPerformanceWarning` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import sqlglot.expressions as exp
+
+from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cogra.analysis.binding import BoundQuery
+
+KERNEL_MAX_STATES = 8
+"""Automaton states the kernels take: an event's pair checks are one 64-bit word, a bit
+per (state, predecessor state)."""
+
+COMPARISONS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
+
+
+@dataclass(frozen=True)
+class CrossingComparison:
+    """The one comparison of a predicate that reads the earlier event: ``cur_side op
+    next_side`` (``holder``: the comparison node, in the predicate's tree)."""
+
+    holder: exp.Expression
+    op: str
+    cur_side: exp.Expression
+    next_side: exp.Expression
+
+
+def crossing_comparison(expr: exp.Expression) -> CrossingComparison | str:
+    """The comparison that holds every read of the earlier event in a bound predicate, or
+    why there is none the kernels index (:mod:`cogra.runtime.compiled.crossing_predicates`)."""
+    reading = [node for node in expr.find_all(exp.Column) if node.table == ROLE_CUR]
+    if not reading:
+        return f"{expr.sql()} reads no earlier event"
+    holder = reading[0].parent
+    while holder is not None and not (type(holder) in COMPARISONS and all(_inside(c, holder) for c in reading)):
+        holder = holder.parent
+    if holder is None:
+        return f"{expr.sql()} reads the earlier event outside one comparison"
+    op = COMPARISONS[type(holder)]
+    left, right = holder.this, holder.expression
+    if _roles(left) == {ROLE_CUR} and _roles(right) <= {ROLE_NEXT}:
+        return CrossingComparison(holder, op, left, right)
+    if _roles(right) == {ROLE_CUR} and _roles(left) <= {ROLE_NEXT}:
+        return CrossingComparison(holder, _FLIP[op], right, left)
+    return f"{expr.sql()} mixes the two events on one side of {holder.sql()}"
+
+
+def python_only_parts(bound: "BoundQuery") -> tuple[str, ...]:
+    """The parts of the query that keep it off the compiled kernels (empty: none)."""
+    names = bound.automaton.names
+    parts = []
+    if len(names) > KERNEL_MAX_STATES:
+        parts.append(f"the pattern's automaton has {len(names)} states, the compiled kernels take at most "
+                     f"{KERNEL_MAX_STATES}")
+    by_pair: dict[tuple[int, int], list] = {}
+    for p in bound.adjacent:
+        if p.uses_prev:
+            by_pair.setdefault((p.prev, p.next), []).append(p)
+    for (u, v), preds in sorted(by_pair.items()):
+        sources = list({id(p.source): p.source for p in preds}.values())
+        if len(preds) > 1:
+            texts = " and ".join(getattr(s, "text", str(s)) for s in sources)
+            parts.append(f"{texts} both read {names[u]} for its next {names[v]} (the kernels index one "
+                         "comparison per pair)")
+            continue
+        found = crossing_comparison(preds[0].expression)
+        if isinstance(found, str):
+            parts.append(f"{getattr(sources[0], 'text', found)}: the kernels index a predicate on the earlier "
+                         "event by one comparison of its value with the new event's")
+    return tuple(parts)
+
+
+def _roles(node: exp.Expression) -> set[str]:
+    return {c.table for c in node.find_all(exp.Column)}
+
+
+def _inside(node: exp.Expression | None, ancestor: exp.Expression) -> bool:
+    while node is not None:
+        if node is ancestor:
+            return True
+        node = node.parent
+    return False
+
+
+__all__ = ["KERNEL_MAX_STATES", "CrossingComparison", "crossing_comparison", "python_only_parts"]

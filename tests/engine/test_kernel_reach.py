@@ -1,0 +1,69 @@
+"""Which queries the compiled kernels take, and the word a user gets where they do not:
+``cogra.explain`` names the parts known from the query, ``cogra.evaluate`` warns
+(:class:`cogra.CograPerformanceWarning`) with the reason, from the query or its data."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import cogra
+from cogra.reference import evaluate_reference
+from tests.compare import assert_same_result
+
+
+def table(n: int = 60, seed: int = 0, v_type=pa.int64()) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"type": rng.choice(["A", "B"], n), "time": np.sort(rng.integers(0, n, n)),
+                     "v": pa.array(rng.integers(0, 5, n), v_type), "w": rng.integers(0, 5, n)})
+
+
+SLOW = [
+    ("RETURN COUNT(*) PATTERN SEQ(A, B{9}) WHERE A.v < NEXT(B).v WITHIN 10 seconds",
+     "automaton has 10 states, the compiled kernels take at most 8"),
+    ("RETURN COUNT(*) PATTERN SEQ(A+, B) WHERE A.v < NEXT(A).v AND A.w > NEXT(A).w WITHIN 10 seconds",
+     "both read A for its next A"),
+    ("RETURN COUNT(*) PATTERN SEQ(A+, B) WHERE A.v + NEXT(B).v > 2 WITHIN 10 seconds",
+     "one comparison of its value with the new event's"),
+]
+
+
+@pytest.mark.parametrize(("query", "reason"), SLOW)
+def test_explain_names_what_keeps_a_query_off_the_kernels(query: str, reason: str) -> None:
+    text = cogra.explain(query)
+    assert "kernels    the Python executors" in text and reason in text
+
+
+def test_explain_says_compiled_where_the_kernels_take_the_query() -> None:
+    for query in ("RETURN COUNT(*) PATTERN SEQ(A+, B) WHERE A.v < NEXT(A).v",
+                  "RETURN COUNT(*) PATTERN SEQ(A+, B) WHERE (A.v = NEXT(B).v OR NEXT(B).v > 2)",
+                  "RETURN COUNT(*) PATTERN SEQ(A+, B, NOT C) WHERE A.v < NEXT(A).v"):
+        assert "kernels    compiled" in cogra.explain(query)
+
+
+@pytest.mark.parametrize(("query", "reason"), SLOW)
+def test_evaluate_warns_and_stays_exact(query: str, reason: str) -> None:
+    events = table()
+    with pytest.warns(cogra.CograPerformanceWarning, match="Python executors"):
+        got = cogra.evaluate(query, events)
+    assert_same_result(evaluate_reference(query, events), got, query)
+
+
+def test_a_reason_in_the_data_is_named_when_the_query_runs() -> None:
+    # The query alone is compiled; a uint64 column summed is not.
+    query = "RETURN SUM(A.v) PATTERN SEQ(A+, B) WITHIN 10 seconds"
+    assert "kernels    compiled" in cogra.explain(query)
+    events = table(v_type=pa.uint64())
+    with pytest.warns(cogra.CograPerformanceWarning, match="v is uint64"):
+        got = cogra.evaluate(query, events)
+    assert_same_result(evaluate_reference(query, events), got, query)
+
+
+def test_a_compiled_query_gives_no_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cogra.CograPerformanceWarning)
+        cogra.evaluate("RETURN COUNT(*), SUM(A.v) PATTERN SEQ(A+, B) WHERE (A.v = NEXT(B).v OR NEXT(B).v > 2) "
+                       "WITHIN 10 seconds", table())
