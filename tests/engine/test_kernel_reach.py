@@ -67,3 +67,24 @@ def test_a_compiled_query_gives_no_warning() -> None:
         warnings.simplefilter("error", cogra.CograPerformanceWarning)
         cogra.evaluate("RETURN COUNT(*), SUM(A.v) PATTERN SEQ(A+, B) WHERE (A.v = NEXT(B).v OR NEXT(B).v > 2) "
                        "WITHIN 10 seconds", table())
+
+
+@pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
+def test_automata_past_8_states_without_pair_predicates_run_compiled(semantics: str) -> None:
+    from cogra.runtime.engine import Engine
+
+    events = table(n=3000, seed=3)
+    rng = np.random.default_rng(3)
+    events = events.append_column("h", pa.array(rng.integers(0, 2, len(events))))
+    for query in (f"RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A, B{{9}}) SEMANTICS {semantics} WITHIN 30 seconds",
+                  f"RETURN B.h, COUNT(*), MAX(A.w) PATTERN SEQ(A+, (B | A A2){{3,6}}, B B2) SEMANTICS {semantics} "
+                  "WHERE [B.h] AND A.v > 1 GROUP-BY B.h WITHIN 30 seconds SLIDE 10 seconds"):
+        assert "kernels    compiled" in cogra.explain(query)
+        engine = Engine(cogra.plan(query, events.schema), events)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", cogra.CograPerformanceWarning)
+            got = engine.result_table(on_overflow="null")
+        assert len(engine.bound.automaton.names) > 8
+        assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
+        assert got.num_rows > 0
+        assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)

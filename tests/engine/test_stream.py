@@ -250,7 +250,7 @@ def test_column_types_the_kernels_refuse_are_found_before_any_batch() -> None:
     assert OnlineEvaluation("RETURN SUM(A.big) PATTERN A+ WITHIN 5 seconds", schema).kind == "held"
 
 
-@settings(max_examples=60, **COMMON)
+@settings(max_examples=25, **COMMON)
 @given(case=cases(max_events=14), cuts=st.lists(st.integers(0, 100), max_size=6))
 def test_generated_kernels_continue_windows_too(case, cuts, generated_kernels) -> None:
     check_batches(case, cuts)

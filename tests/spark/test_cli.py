@@ -182,6 +182,7 @@ def test_sql_missing_table_hints_at_data(spark, capsys):
 
 
 @pytest.mark.spark
+@pytest.mark.slow
 def test_sql_subprocess_with_setup_sql(data, tmp_path):
     """A fresh process: ``-d COGRA_DATA=...`` feeds sql/setup.sql, then q2.sql reads its table."""
     cmd = [sys.executable, "-m", "cogra.spark.cli", "sql", "--master", "local[1]",

@@ -90,6 +90,7 @@ MISSING = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_executors_without_cogra_are_named_at_session_start(tmp_path: Path) -> None:
     # A worker Python that cannot import cogra: the session says so, with the recipe,
     # before any query (not a ModuleNotFoundError inside the first MATCH_TREND task).

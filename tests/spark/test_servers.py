@@ -392,6 +392,7 @@ class TestConnectAuthentication:
     """Spark's own pre-shared token (spark.connect.authenticate.token): a client without
     it is refused, one with it runs MATCH_TREND."""
 
+    @pytest.mark.slow
     def test_a_token_protected_connect_server(self, tmp_path_factory):
         from pyspark.sql import SparkSession
 

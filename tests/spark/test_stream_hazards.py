@@ -67,7 +67,6 @@ def run(spark, root: Path, query: str, parts: list[pa.Table], *, delay: int = DE
 ROWS_OPERATOR_IN_THE_DEFAULT_SUITE = {
     "test_counts_and_sums_past_2_53_next_to_nulls_stay_exact", "test_events_at_time_zero_and_before_are_events",
     "test_rows_of_types_the_pattern_does_not_name_advance_the_watermark",
-    "test_the_same_query_reformatted_with_another_delay_continues",
     "test_two_watermarks_and_a_bad_operator_are_errors_at_analysis",
 }
 
@@ -281,6 +280,7 @@ w.stop()
 """
 
 
+@pytest.mark.slow
 def test_the_route_without_the_shim_streams_times_before_zero(tmp_path):
     """``match_trend`` on a session without the extension (PySpark's own operator, planned
     in Python): the same event time, wire forms and identity."""

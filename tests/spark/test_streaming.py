@@ -317,6 +317,7 @@ def test_sql_over_a_stream_fails_at_analysis_without_watermark_or_within(spark, 
                      [tuple(r.values()) for r in cogra.evaluate(SIMPLE, table).to_pylist()])
 
 
+@pytest.mark.slow
 def test_the_data_set_sources_batch_and_stream(spark):
     """``cogra.stock`` as a batch read is the stream's first rows, deterministic per seed;
     as a stream it feeds a MATCH_TREND that emits closed windows."""

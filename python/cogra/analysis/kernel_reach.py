@@ -20,8 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from cogra.analysis.binding import BoundQuery
 
 KERNEL_MAX_STATES = 8
-"""Automaton states the kernels take: an event's pair checks are one 64-bit word, a bit
-per (state, predecessor state)."""
+"""Automaton states the kernels take where predicates on adjacent events are checked: an
+event's pair checks are one 64-bit word, a bit per (state, predecessor state).  Without
+such predicates the kernels read no pair bit and take every automaton (up to 64 states)."""
 
 COMPARISONS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
@@ -62,9 +63,9 @@ def python_only_parts(bound: "BoundQuery") -> tuple[str, ...]:
     """The parts of the query that keep it off the compiled kernels (empty: none)."""
     names = bound.automaton.names
     parts = []
-    if len(names) > KERNEL_MAX_STATES:
+    if len(names) > KERNEL_MAX_STATES and bound.adjacent:
         parts.append(f"the pattern's automaton has {len(names)} states, the compiled kernels take at most "
-                     f"{KERNEL_MAX_STATES}")
+                     f"{KERNEL_MAX_STATES} with predicates on adjacent events")
     by_pair: dict[tuple[int, int], list] = {}
     for p in bound.adjacent:
         if p.uses_prev:

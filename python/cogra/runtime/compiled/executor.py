@@ -86,8 +86,11 @@ class FastExecutor:
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
         self.nv = len(b.automaton.names)
-        if self.nv > MAX_VARIABLES:
-            raise Unsupported(f"more than {MAX_VARIABLES} variables")
+        if self.nv > MAX_VARIABLES and engine.pairs.by_pair:
+            # (pair bits v * nv + u in one word; without predicates on adjacent events the
+            # kernels read none, and take automata of up to 64 states)
+            raise Unsupported(f"the pattern's automaton has {self.nv} states, the compiled kernels take at most "
+                              f"{MAX_VARIABLES} with predicates on adjacent events")
         self.mode = MODES[executor]
         never_negative = self._never_negative_sums(engine, streaming)
         self.approximate = self._approximate_slots(engine.layout, never_negative)
@@ -456,7 +459,7 @@ class FastExecutor:
         out = KernelOut.unfilled(len(lo), c)  # both kernels write every window's row
         outs = (out.i, out.f, out.x, out.e, out.r)
         lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-        generated = (times, plays, self.pair_ok_of(rows, plays, generated=True), a_int, a_flt, a_valid, a_key,
+        generated = (times, plays, self.pair_ok_of(rows, plays), a_int, a_flt, a_valid, a_key,
                      rows, lo, hi)
         cut_arrays = cuts.kernel_arrays(self.engine.time_np) if cuts is not None else (times[:0], times[:0])
         after = cut_arrays if cuts is not None else ()  # (the generated kernel of an absence takes them last)
@@ -466,7 +469,7 @@ class FastExecutor:
             kernel(*generated, rescale_above, *outs, *after)
         else:
             max_batch = self.max_batch_of(rows, plays)
-            run_windows(self.mode, times, plays, self.pair_ok_of(rows, plays, generated=True), self.nv, self.pred_ptr,
+            run_windows(self.mode, times, plays, self.pair_ok_of(rows, plays), self.nv, self.pred_ptr,
                         self.pred_idx, self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min,
                         c.n_i, c.n_f, a_int, a_flt, a_valid, a_key, rows, lo, hi, max_batch, *outs, *cut_arrays)
         return out
@@ -483,13 +486,13 @@ class FastExecutor:
     def pair_ok(self, bits: np.ndarray) -> None:
         self._pair_ok = bits
 
-    def pair_ok_of(self, rows: np.ndarray, plays: np.ndarray, generated: bool = False) -> np.ndarray:
-        """The pair predicates' bits of positions ``rows`` (see :meth:`per_positions`), for
-        any kernel or (``generated``) those that take an empty array for all ones -- the
-        generated ones and :func:`coarse_grained.run_windows` -- which then get one where
-        the query's shape has no pair checks, instead of a gather over every position
-        (~4 ms per 1M events; ~40 ms over fresh memory)."""
-        if generated and not self.shape().pair_checks:
+    def pair_ok_of(self, rows: np.ndarray, plays: np.ndarray) -> np.ndarray:
+        """The pair predicates' bits of positions ``rows`` (see :meth:`per_positions`) for
+        the window kernels (generic, sliding, generated), which take an empty array for all
+        ones: they get one where the query's shape has no pair checks, instead of a gather
+        over every position (~4 ms per 1M events; ~40 ms over fresh memory), and then read
+        no pair bit at all (automata past 8 states)."""
+        if not self.shape().pair_checks:
             return _NO_PAIR_OK
         return self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
 

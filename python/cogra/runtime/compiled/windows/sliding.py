@@ -114,7 +114,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     def arguments(generated: bool) -> tuple:
         # (pair_ok, max_batch: per evaluation, not per block of windows: blockwise)
         return (
-            fast.mode, times, plays, fast.pair_ok_of(rows, plays, generated), fast.nv, fast.pred_ptr,
+            fast.mode, times, plays, fast.pair_ok_of(rows, plays), fast.nv, fast.pred_ptr,
             fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
             fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
             seg, lo, hi, row_first, row_k, slide, panes,
