@@ -15,9 +15,10 @@ which the kernels read as a pair without an indexed predicate (``U``'s running t
 Why per-event ranges rather than a pair-wide operator: the operator of ``NOT C`` is the
 complement of ``C``'s, so a pair whose events switch between them needs the prefix,
 suffix and equal structures at once; a predicate of one operator keeps only its own.
-Anything else (``U`` read twice, ``U`` read outside one comparison, a comparison that
-mixes both events on one side, values float64 cannot hold) raises :class:`Unsupported`,
-and the engine runs the Python executors.
+Anything else (``U`` read outside one comparison, a comparison that mixes both events on
+one side: :func:`cogra.analysis.kernel_reach.crossing_comparison`; a predicate that holds
+where the comparison is NULL but not wherever it is true or false; values float64 cannot
+hold) raises :class:`Unsupported`, and the engine runs the Python executors.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class Crossing:
     ``h``/``hv``, ``g``/``gv``: both sides as float64 arrays over all table rows, with
     their validity.  ``uses``: per row (as the new event), ``"C"`` the comparison,
     ``"not C"`` its complement, ``"valued"`` every ``U`` event whose ``h`` is not NULL,
-    ``"all"`` every ``U`` event, ``"none"``; a plain comparison is ``"C"`` where ``g`` is
-    valid."""
+    ``"all"`` every ``U`` event (rows in none of them take nothing); a plain comparison
+    is ``"C"`` where ``g`` is valid."""
 
     op: str
     h: np.ndarray
@@ -73,7 +74,7 @@ def split_crossing(expr: exp.Expression, columns: dict, n: int) -> Crossing:
     while isinstance(bare, exp.Paren):
         bare = bare.this
     if bare is holder:
-        uses = {"C": gv, "not C": _NONE(n), "valued": _NONE(n), "all": _NONE(n)}
+        uses = {"C": gv, "not C": _nothing(n), "valued": _nothing(n), "all": _nothing(n)}
         return Crossing(op, h, hv, g, gv, uses)
     # The rest of the predicate reads only the new event: per row, its value with the
     # comparison true, false and NULL (three-valued logic, as the Python executors).
@@ -96,7 +97,7 @@ def split_crossing(expr: exp.Expression, columns: dict, n: int) -> Crossing:
     return Crossing(op, h, hv, g, gv, uses)
 
 
-def _NONE(n: int) -> np.ndarray:
+def _nothing(n: int) -> np.ndarray:
     return np.zeros(n, bool)
 
 
@@ -154,4 +155,4 @@ def mixed_ranges(c: Crossing, lt: np.ndarray, le: np.ndarray, m: int) -> tuple[i
     return flags, a.astype(np.int64), b.astype(np.int64), eq.astype(np.int64), code
 
 
-__all__ = ["CROSS_ALL", "CROSS_NONE", "CROSS_RANGES", "Crossing", "mixed_ranges", "split_crossing"]
+__all__ = ["Crossing", "mixed_ranges", "op_ranges", "split_crossing"]
