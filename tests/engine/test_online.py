@@ -143,7 +143,7 @@ def test_a_streaming_query_needs_within_and_integral_windows() -> None:
         OnlineEvaluation("RETURN COUNT(*) PATTERN A+ WITHIN 2 seconds", texts)
 
 
-@settings(max_examples=60, **COMMON)
+@settings(max_examples=30, **COMMON)
 @given(case=cases(max_events=14), fractions=st.lists(st.floats(0, 0.999), min_size=14, max_size=14),
        cuts=st.lists(st.integers(0, 100), max_size=6), delay=st.integers(1, 3),
        shuffle_seed=st.integers(0, 10**6), restore_at=st.sets(st.integers(0, 6), max_size=3))
