@@ -160,6 +160,16 @@ def test_double_seconds_online_equal_batch(case, fractions, cuts, delay, shuffle
                        context=f"\nquery:\n{q.text}\nstream:\n{table.to_pylist()}\ncuts {cuts} delay {delay}")
 
 
+@pytest.mark.slow
+@settings(max_examples=200, **COMMON)
+@given(case=cases(max_events=14), fractions=st.lists(st.floats(0, 0.999), min_size=14, max_size=14),
+       cuts=st.lists(st.integers(0, 100), max_size=6), delay=st.integers(1, 3),
+       shuffle_seed=st.integers(0, 10**6), restore_at=st.sets(st.integers(0, 6), max_size=3))
+def test_double_seconds_online_equal_batch_many(case, fractions, cuts, delay, shuffle_seed, restore_at):
+    test_double_seconds_online_equal_batch.hypothesis.inner_test(case, fractions, cuts, delay, shuffle_seed,
+                                                                 restore_at)
+
+
 def test_held_rows_stay_bounded_by_the_open_windows() -> None:
     """A long stream: what is held is the last window's rows and the delay's, not the stream."""
     table = stock(40_000, seed=2)
