@@ -187,23 +187,30 @@ def test_at_scale_the_python_path_equals_the_compiled_one(semantics: str, patter
     assert rows > 100
 
 
+def compiled_against_python(query: str, table: pa.Table):
+    """``(engine, result)`` of ``query`` with every window on the compiled kernels, checked
+    equal to the Python executors' result."""
+    from cogra.runtime.engine import Engine
+
+    engine = Engine(cogra.plan(query, table.schema), table)
+    got = engine.result_table(on_overflow="null")
+    assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
+    assert_same_result(cogra.evaluate(query, table, compiled=False, on_overflow="null"), got, query)
+    return engine, got
+
+
 @pytest.mark.parametrize("semantics", SEMANTICS)
 def test_the_mixed_grained_kernel_takes_the_cut_offs(semantics: str) -> None:
     # A predicate that reads the earlier event keeps A's events (mixed-grained kernel).
-    from cogra.runtime.engine import Engine
-
     table = generated(20_000, seed=5)
     rows = 0
     for pattern in ("SEQ(A+, B, NOT N)", "SEQ(NOT N, A+, B)", "SEQ(NOT X, A+, B, NOT N)"):
         for window in ("", "WITHIN 20 seconds", "WITHIN 20 seconds SLIDE 5 seconds"):
             query = (f"RETURN g, COUNT(*), SUM(A.v), MIN(B.v), AVG(B.v) PATTERN {pattern} "
                      f"SEMANTICS {semantics} WHERE A.v <= NEXT(A).v AND N.v > 2 GROUP-BY g {window}")
-            engine = Engine(cogra.plan(query, table.schema), table)
-            got = engine.result_table(on_overflow="null")
+            engine, got = compiled_against_python(query, table)
             assert "fast_unsupported" not in engine.stats
-            assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
             rows += got.num_rows
-            assert_same_result(cogra.evaluate(query, table, compiled=False, on_overflow="null"), got, query)
     assert rows > 100
 
 
@@ -212,7 +219,6 @@ def test_the_generated_kernels_take_the_cut_offs(semantics: str, generated_kerne
     # Each query shape's own kernel (normally from 32M events, or compiled in the
     # background for later calls) against the Python executors.
     from cogra.runtime.compiled.codegen import kernel_cache
-    from cogra.runtime.engine import Engine
 
     shapes = []
     real = kernel_cache.kernel_for
@@ -222,10 +228,7 @@ def test_the_generated_kernels_take_the_cut_offs(semantics: str, generated_kerne
         for window in ("", "WITHIN 20 seconds", "WITHIN 20 seconds SLIDE 5 seconds"):
             query = (f"RETURN g, COUNT(*), SUM(A.v), MIN(B.v), AVG(B.v) PATTERN {pattern} "
                      f"SEMANTICS {semantics} WHERE N.v > 2 GROUP-BY g {window}")
-            engine = Engine(cogra.plan(query, table.schema), table)
-            got = engine.result_table(on_overflow="null")
-            assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
-            assert_same_result(cogra.evaluate(query, table, compiled=False, on_overflow="null"), got, query)
+            compiled_against_python(query, table)
             assert shapes and shapes[-1].absence == (pattern.startswith("SEQ(NOT"), pattern.endswith("NOT N)"))
 
 
