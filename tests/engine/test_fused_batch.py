@@ -49,7 +49,7 @@ def _live(nv: int, narrow: int) -> tuple[np.ndarray, np.ndarray]:
     return li, lf
 
 
-def _rowwise(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
+def _rowwise(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, prog, op_ptr,
              a_int, a_flt, a_valid, rows, si, sf, li, lf, skip_var, slot):
     """The generic path's rules, event by event: each row read from the totals before the
     batch, then all rows added (in the variable's live channels)."""
@@ -66,8 +66,9 @@ def _rowwise(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_
             if (int(start_bits) >> v) & 1:
                 ri[0, slot] += np.uint64(1)
                 rf[0, slot] += 1.0
-            for u in pred_idx[pred_ptr[v]:pred_ptr[v + 1]]:
-                if (int(pair_ok[e]) >> (v * nv + int(u))) & 1:
+            for pp in range(pred_ptr[v], pred_ptr[v + 1]):
+                u = pred_idx[pp]
+                if (int(pair_ok[e]) >> int(pred_bit[pp])) & 1:
                     ri += si[u]
                     rf += sf[u]
             if not (rf[0] > 0).any():
@@ -99,6 +100,11 @@ def _case(rng: np.random.Generator, nv: int, lanes: int, n_events: int, mask_bit
     preds = [sorted(rng.choice(nv, rng.integers(0, nv + 1), replace=False).tolist()) for _ in range(nv)]
     pred_ptr = np.cumsum([0] + [len(p) for p in preds]).astype(np.int64)
     pred_idx = np.array([u for p in preds for u in p], np.int64)
+    # Each variable's predecessors in another order, with their edges' bits (as the ring
+    # kernel takes them: sliding._preds_widest_first).
+    pred_bit = np.concatenate([rng.permutation(np.arange(a, z)) for a, z in zip(pred_ptr[:-1], pred_ptr[1:])]
+                              + [np.zeros(0, np.int64)]).astype(np.int64)
+    pred_idx = pred_idx[pred_bit]
     prog, op_ptr = _program(nv)
     narrow = int(rng.integers(0, nv))
     li, lf = _live(nv, narrow)
@@ -119,11 +125,14 @@ def _case(rng: np.random.Generator, nv: int, lanes: int, n_events: int, mask_bit
         plays[e] = np.uint64(1 << v)
         if skip_var >= 0 and rng.random() < 0.5:
             plays[e] |= np.uint64(1 << skip_var)
-        bits = mask_bits if same_mask or e == 0 else int(rng.integers(0, 2**nv))
-        pair_ok[e] = np.uint64(bits << (v * nv))
+        width = int(pred_ptr[v + 1] - pred_ptr[v])
+        bits = (mask_bits if same_mask or e == 0 else int(rng.integers(0, 2**nv))) & ((1 << width) - 1)
+        # (bits past v's edges: the other variables' edges, which v's batch must not read)
+        pair_ok[e] = np.uint64(((bits << int(pred_ptr[v])) | (int(rng.integers(0, 2**60)) << int(pred_ptr[v + 1])))
+                               & (2**64 - 1))
     rows = rng.integers(0, n_rows, n_events)
     return dict(i=0, j=n_events, plays=plays, pair_ok=pair_ok, nv=nv, pred_ptr=pred_ptr,
-                pred_idx=pred_idx, start_bits=np.uint64(rng.integers(0, 2**nv)), prog=prog,
+                pred_idx=pred_idx, pred_bit=pred_bit, start_bits=np.uint64(rng.integers(0, 2**nv)), prog=prog,
                 op_ptr=op_ptr, a_int=a_int, a_flt=a_flt, a_valid=a_valid, rows=rows,
                 si=si, sf=sf, li=li, lf=lf, skip_var=skip_var, slot=int(rng.integers(0, lanes)))
 
@@ -132,7 +141,7 @@ def _fused(case: dict, fusable: np.ndarray) -> int:
     lanes = case["si"].shape[2]
     return mixed_one_pass._fused_batch(
         case["i"], case["j"], case["plays"], case["pair_ok"], case["nv"], case["pred_ptr"],
-        case["pred_idx"], case["start_bits"], case["prog"], case["op_ptr"], case["a_int"],
+        case["pred_idx"], case["pred_bit"], case["start_bits"], case["prog"], case["op_ptr"], case["a_int"],
         case["a_flt"], case["a_valid"], case["rows"], case["si"], case["sf"], case["li"],
         case["lf"], fusable, case["skip_var"], case["slot"], lanes,
         np.zeros(lanes, np.uint64), np.zeros(lanes), np.zeros(N_I, np.uint64), np.zeros(N_F))
@@ -158,6 +167,8 @@ def test_fused_batch_reports_large_floats() -> None:
     rng = np.random.default_rng(7)
     case = _case(rng, 2, 8, 3, mask_bits=3, same_mask=True, skip_var=-1, one_variable=1, huge=True)
     case["pred_ptr"], case["pred_idx"] = np.array([0, 0, 2]), np.array([0, 1])  # B reads A and itself
+    case["pred_bit"] = np.array([0, 1])
+    case["pair_ok"][:] = np.uint64(3)
     case["start_bits"] = np.uint64(0)
     case["sf"][:, 0, :] = 1e300
     with np.errstate(over="ignore"):
@@ -173,6 +184,8 @@ def test_fused_batch_declines(why) -> None:
     rng = np.random.default_rng(3)
     case = _case(rng, 3, 8, 3, mask_bits=7, same_mask=why != "masks differ", skip_var=-1,
                  one_variable=1, huge=False)
+    case["pred_ptr"], case["pred_idx"], case["pred_bit"] = np.array([0, 0, 3, 3]), np.array([2, 0, 1]), np.array([2, 0, 1])
+    case["pair_ok"][:] = np.uint64(7)  # B's edges from A, B, C: bits 0-2
     fusable = np.ones(3, np.bool_)
     if why == "not fusable":
         fusable[1] = False
@@ -181,7 +194,7 @@ def test_fused_batch_declines(why) -> None:
     elif why == "other variable":
         case["plays"][2] = np.uint64(0b100)
     elif why == "masks differ":
-        case["pair_ok"][:] = [np.uint64(7 << 3), np.uint64(7 << 3), np.uint64(5 << 3)]
+        case["pair_ok"][:] = [np.uint64(7), np.uint64(7), np.uint64(5)]
     elif why == "infinite value":
         case["a_flt"][2, :] = np.inf
         case["a_valid"][2, :] = True

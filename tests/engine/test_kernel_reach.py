@@ -22,8 +22,8 @@ def table(n: int = 60, seed: int = 0, v_type=pa.int64()) -> pa.Table:
 
 
 SLOW = [
-    ("RETURN COUNT(*) PATTERN SEQ(A, B{9}) WHERE A.v < NEXT(B).v WITHIN 10 seconds",
-     "automaton has 10 states, the compiled kernels take at most 8"),
+    ("RETURN COUNT(*) PATTERN SEQ((A | B){1,12}, B B2) WHERE A.v < NEXT(B).v WITHIN 10 seconds",
+     "automaton has 68 edges, the compiled kernels take at most 64"),
     ("RETURN COUNT(*) PATTERN SEQ(A+, B) WHERE A.v < NEXT(A).v AND A.w > NEXT(A).w WITHIN 10 seconds",
      "both read A for its next A"),
     ("RETURN COUNT(*) PATTERN SEQ(A+, B) WHERE A.v + NEXT(B).v > 2 WITHIN 10 seconds",
@@ -87,4 +87,54 @@ def test_automata_past_8_states_without_pair_predicates_run_compiled(semantics: 
         assert len(engine.bound.automaton.names) > 8
         assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
         assert got.num_rows > 0
+        assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)
+
+
+@pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
+@pytest.mark.parametrize("window", ["WITHIN 30 seconds", "WITHIN 30 seconds SLIDE 10 seconds"])
+def test_automata_past_8_states_with_pair_predicates_run_compiled(semantics: str, window: str) -> None:
+    # A pair bit per automaton edge (kernel_reach.edge_bits): 10-19 states, 9-48 edges.
+    from cogra.runtime.engine import Engine
+
+    events = table(n=3000, seed=5)
+    rng = np.random.default_rng(5)
+    events = events.append_column("h", pa.array(rng.integers(0, 2, len(events))))
+    for query in (f"RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A, B{{9}}) SEMANTICS {semantics} "
+                  f"WHERE A.v < NEXT(B).v {window}",
+                  f"RETURN COUNT(*), MIN(B.w) PATTERN SEQ(A+, B{{9}}) SEMANTICS {semantics} "
+                  f"WHERE NEXT(B).v <> 2 AND A.w + 1 > NEXT(A).w {window}",
+                  f"RETURN B.h, COUNT(*), MAX(A.w) PATTERN SEQ(A+, (B | A A2){{3,6}}, B B2) SEMANTICS {semantics} "
+                  f"WHERE [B.h] AND A2.v >= NEXT(B).v AND NEXT(B2).v > 0 GROUP-BY B.h {window}",
+                  f"RETURN COUNT(*) PATTERN SEQ((A | B){{2,9}}, B B2) SEMANTICS {semantics} "
+                  f"WHERE (A.v = NEXT(B).v OR NEXT(B).v > 2) {window}"):
+        assert "kernels    compiled" in cogra.explain(query), query
+        engine = Engine(cogra.plan(query, events.schema), events)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", cogra.CograPerformanceWarning)
+            got = engine.result_table(on_overflow="null")
+        assert len(engine.bound.automaton.names) > 8
+        assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
+        assert got.num_rows > 0
+        assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)
+
+
+@pytest.mark.parametrize("semantics", ["any", pytest.param("next", marks=pytest.mark.slow),
+                                       pytest.param("contiguous", marks=pytest.mark.slow)])
+def test_generated_kernels_past_8_states_read_the_edge_bits(semantics: str, generated_kernels, monkeypatch) -> None:
+    from cogra.runtime.compiled.codegen import kernel_cache
+    from cogra.runtime.engine import Engine
+
+    shapes = []
+    real = kernel_cache.kernel_for
+    monkeypatch.setattr(kernel_cache, "kernel_for", lambda shape: (shapes.append(shape), real(shape))[1])
+    events = table(n=3000, seed=6)
+    for query in (f"RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A+, B{{9}}) SEMANTICS {semantics} "
+                  "WHERE NEXT(B).v <> 2 AND NEXT(A).w < 4 WITHIN 30 seconds",
+                  f"RETURN COUNT(*), MAX(A.w) PATTERN SEQ((A | B){{2,9}}, B B2) SEMANTICS {semantics} "
+                  "WHERE NEXT(B).v > 1 AND NEXT(A).w < 4 WITHIN 30 seconds SLIDE 10 seconds"):
+        shapes.clear()
+        engine = Engine(cogra.plan(query, events.schema), events)
+        got = engine.result_table(on_overflow="null")
+        assert shapes and shapes[-1].nv > 8 and shapes[-1].pair_checks
+        assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
         assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)

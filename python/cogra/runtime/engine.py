@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from cogra.runtime.arrow_arrays import one_array, take
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
+from cogra.analysis.kernel_reach import edge_bits
 from cogra.analysis.plan import Plan
 from cogra.errors import CograPerformanceWarning, DataError
 from cogra.language.ast import AttrRef
@@ -528,8 +529,9 @@ class Engine:
             self.columns[neg.hi] = (hi, valid)
 
     def pair_ok_bits(self) -> np.ndarray:
-        """Per row, bit ``v*nv+u``: playing v it may follow u (predicates on the new event only)."""
-        nv = len(self.bound.automaton.names)
+        """Per row, edge ``(u, v)``'s bit (:func:`~cogra.analysis.kernel_reach.edge_bits`):
+        playing v it may follow u (predicates on the new event only)."""
+        edge = edge_bits(self.bound.automaton.pred)
         bits = np.full(self.n, np.iinfo(np.uint64).max, dtype=np.uint64)
         for (u, v), preds in self.pairs.by_pair.items():
             ok = np.ones(self.n, dtype=bool)
@@ -537,7 +539,7 @@ class Engine:
                 if p.uses_prev:
                     continue  # reads the earlier event: checked per pair by the executor
                 ok &= truth(evaluate(p.expression, lambda role, attr: Val(*self.columns[attr])), self.n)
-            bits[~ok] &= ~np.uint64(1 << (v * nv + u))
+            bits[~ok] &= ~np.uint64(1 << edge[(u, v)])
         return bits
 
     def contiguous_pair_ok_bits(self, subs: "SubStreams", bits: np.ndarray) -> np.ndarray | None:
@@ -578,7 +580,7 @@ class Engine:
             idx = np.flatnonzero(exists)
             prev_row[pos_rows[idx]] = pos_rows[before[idx]]
             has_prev[pos_rows[idx]] = True
-        nv = len(b.automaton.names)
+        edge = edge_bits(b.automaton.pred)
         bits = bits.copy()
         for (u, v), preds in self.pairs.by_pair.items():
             reading = [p for p in preds if p.uses_prev]
@@ -592,7 +594,7 @@ class Engine:
                         return Val(data, valid)
                     return Val(data[_prev], valid[_prev])
                 ok &= truth(evaluate(p.expression, env), self.n)
-            bits[has_prev & ~ok] &= ~np.uint64(1 << (v * nv + u))
+            bits[has_prev & ~ok] &= ~np.uint64(1 << edge[(u, v)])
         return bits
 
     # -- sub-streams ----------------------------------------------------------------------

@@ -38,7 +38,7 @@ from cogra.runtime.compiled.channels import (
 )
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
-from cogra.analysis.kernel_reach import KERNEL_MAX_STATES as MAX_VARIABLES  # noqa: E402
+from cogra.analysis.kernel_reach import KERNEL_MAX_EDGES, edge_bits  # noqa: E402
 SPECIALIZE_MIN_EVENTS = 32_000_000
 """Runs over at least this many events (a window run's events, a ring run's positions)
 compile the kernel generated for the query's shape (:mod:`cogra.runtime.compiled.codegen`) in the foreground
@@ -86,11 +86,12 @@ class FastExecutor:
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
         self.nv = len(b.automaton.names)
-        if self.nv > MAX_VARIABLES and engine.pairs.by_pair:
-            # (pair bits v * nv + u in one word; without predicates on adjacent events the
+        edges = len(edge_bits(b.automaton.pred))
+        if edges > KERNEL_MAX_EDGES and engine.pairs.by_pair:
+            # (a pair bit per edge in one word; without predicates on adjacent events the
             # kernels read none, and take automata of up to 64 states)
-            raise Unsupported(f"the pattern's automaton has {self.nv} states, the compiled kernels take at most "
-                              f"{MAX_VARIABLES} with predicates on adjacent events")
+            raise Unsupported(f"the pattern's automaton has {edges} edges, the compiled kernels take at most "
+                              f"{KERNEL_MAX_EDGES} with predicates on adjacent events")
         self.mode = MODES[executor]
         never_negative = self._never_negative_sums(engine, streaming)
         self.approximate = self._approximate_slots(engine.layout, never_negative)
@@ -112,7 +113,7 @@ class FastExecutor:
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
         preds: list[int] = []
-        for v in range(self.nv):
+        for v in range(self.nv):  # (the order of kernel_reach.edge_bits: edge p is pair bit p)
             preds += sorted(a.pred[v])
             self.pred_ptr[v + 1] = len(preds)
         self.pred_idx = np.asarray(preds, dtype=np.int64)

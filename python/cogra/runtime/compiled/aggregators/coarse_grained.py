@@ -10,7 +10,8 @@ Event inputs, per event ``e`` of the concatenated sub-streams:
 
 * ``times[e]``   -- ties form a batch (never adjacent to each other);
 * ``plays[e]``   -- bit ``v``: the event may play variable ``v``;
-* ``pair_ok[e]`` -- bit ``v * nv + u``: playing ``v`` it may follow ``u`` (predicates on
+* ``pair_ok[e]`` -- bit ``p``, edge ``p`` of the predecessor lists (``pred_idx[p]`` of
+  ``v``: :func:`cogra.analysis.kernel_reach.edge_bits`): playing ``v`` it may follow ``u`` (predicates on
   adjacent events that read only the new event are folded in here; all ones otherwise).
   An empty ``pair_ok`` stands for all ones: a query without such predicates then builds
   no array of them (two passes over fresh memory, ~0.13 s of a first call over 3M events).
@@ -161,7 +162,6 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
     earlier in the window; ``finishing`` False where a trailing blocker comes later, so
     the trends ending here are not added to the finished row; ``finals_now`` (under any)
     adds them per batch, as next and contiguous always do, instead of at the window's end."""
-    nvu = np.uint64(nv)
     fin = nv
     nb = 0
     extended = np.uint64(0)
@@ -182,7 +182,7 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
                 alive = True
             for p in range(pred_ptr[v], pred_ptr[v + 1]):
                 u = pred_idx[p]
-                if checked and _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
+                if checked and _bit(okb, p) == 0:
                     continue  # (unchecked: no pair bit is read, so automata past 8 states run too)
                 extended |= _ONE << np.uint64(u)
                 if sr[u]:

@@ -517,7 +517,6 @@ def run_mixed_windows(
     we = np.zeros((nv, cap), np.int64)
     wgone = np.zeros((nv, cap), np.bool_)
     wn = np.zeros(nv, np.int64)
-    nvu = np.uint64(nv)
     for w in range(win_lo.shape[0]):
         _reset(si, sf, sx, sr, x_is_min)
         _reset(fi, ff, fx, fr, x_is_min)
@@ -582,7 +581,7 @@ def run_mixed_windows(
                         alive = True
                     for pp in range(pred_ptr[v], pred_ptr[v + 1]):
                         u = pred_idx[pp]
-                        if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
+                        if _bit(okb, pp) == 0:
                             continue
                         p = pair_of[u, v]
                         if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cogra.analysis.kernel_reach import edge_bits
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.compiled.jit import NO_REFCOUNTS_SOURCE
 from cogra.runtime.compiled.codes import RANK_BLOCK_SPANS, USE_EQUAL, USE_PREFIX, USE_SUFFIX
@@ -197,6 +198,16 @@ def _load(w: Any, lv: int, li: tuple, lf: tuple, loaded: list) -> None:
             _empty(w, loaded, "ln")
 
 
+def _edge_block(s: Any, v: int) -> str:
+    """The expression of event ``e``'s pair bits of ``v``'s edges, shifted to bit 0 (as
+    mixed_one_pass._edge_block)."""
+    preds = s.preds[v]
+    if not preds:
+        return "U0"
+    lo = edge_bits(s.preds)[(preds[0], v)]
+    return f"(pair_ok[e] >> np.uint64({lo})) & np.uint64({(1 << len(preds)) - 1})"
+
+
 def _loaded_in_place(lv: int, li: tuple, lf: tuple) -> dict:
     """The loaded variable's lanes read in cache row ``c`` itself: ``{(lv, kind, k): ref}``
     (see :func:`_update`)."""
@@ -215,7 +226,6 @@ def _batch(w: Any, s: Any, lv: int, computed: list, li: dict, lf: dict, loaded: 
     (its pane is the ring's: no lane expired since -- ~70% of q3's batches), else copied to its
     lane vectors and the expired lanes emptied (:func:`_load`).  (Copied for every batch,
     the load was 3 of q3's ~20 ms.)"""
-    nv = s.nv
     w("v = -1")
     w("mask = U0")
     w("n = 0")
@@ -235,12 +245,14 @@ def _batch(w: Any, s: Any, lv: int, computed: list, li: dict, lf: dict, loaded: 
         with w.block():
             w("failed = True")
             w("break")
+        # (v's predecessors' pair bits: consecutive from its first edge, kernel_reach.edge_bits)
         w(f"var = {computed[0]}")
+        w(f"m = {_edge_block(s, computed[0])}")
         for v in computed[1:]:
             w(f"if bits == B{v}:")
             with w.block():
                 w(f"var = {v}")
-        w(f"m = (pair_ok[e] >> (np.uint64(var) * np.uint64({nv}))) & np.uint64({(1 << nv) - 1})")
+                w(f"m = {_edge_block(s, v)}")
         w("if v < 0:")
         with w.block():
             w("v = var")
@@ -331,8 +343,8 @@ def _update(w: Any, s: Any, v: int, li: dict, lf: dict, refs: dict | None = None
     refs = refs or {}
     preds = list(s.preds[v])
     checked = {u for u in preds if (u, v) in s.pair_checks}
-    for u in checked:
-        w(f"on{u} = (mask >> np.uint64({u})) & U1")
+    for u in checked:  # (mask: v's block of pair bits, its k-th predecessor at bit k)
+        w(f"on{u} = (mask >> np.uint64({sorted(preds).index(u)})) & U1")
         w(f"on{u}_f = np.float64(on{u})")
     own = v in preds
     if own:
@@ -594,7 +606,7 @@ def _row(w: Any, s: Any, v: int, live_i: tuple, live_f: tuple, tree_i: tuple, tr
         w("bi[nb, 0, slot] = U1")
     w("bf[nb, 0, slot] = 1.0")
     # (The pair's bit is read whether or not a predicate checks it, as the generic kernel does.)
-    w(f"if (pair_ok[e] >> np.uint64({v * s.nv + v})) & U1 and g_valid[0, rows[e]]:")
+    w(f"if (pair_ok[e] >> np.uint64({edge_bits(s.preds)[(v, v)]})) & U1 and g_valid[0, rows[e]]:")
     with w.block():
         for t in trees:
             if t == 0:

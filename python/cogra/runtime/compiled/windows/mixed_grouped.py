@@ -139,7 +139,6 @@ def run_mixed_sliding(
     ti = np.zeros((max(1, n_pairs), 3, m_max, lanes, n_i), np.uint64)
     tf = np.zeros((max(1, n_pairs), 3, m_max, lanes, n_f), np.float64)
     tr = np.zeros((max(1, n_pairs), 3, m_max, lanes), np.bool_)
-    nvu = np.uint64(nv)
     n_win = win_lo.shape[0]
     w = 0
     while w < n_win:
@@ -216,7 +215,7 @@ def run_mixed_sliding(
                         alive = True
                     for pp in range(pred_ptr[v], pred_ptr[v + 1]):
                         u = pred_idx[pp]
-                        if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
+                        if _bit(okb, pp) == 0:
                             continue
                         p = pair_of[u, v]
                         if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:

@@ -269,9 +269,11 @@ def _is_live(live, u, k):
 
 
 @njit(cache=True, inline="always")
-def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, pred_idx, mask, lanes, watch):
+def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, pred_idx, pred_bit, mask, lanes,
+                    watch):
     """:func:`_fused_batch`'s update of one channel kind (``s`` = ``si`` or ``sf``): in
-    ``v``'s live channels ``s[v] = keep * s[v] + n * (its other sources u0, u1, ...) +
+    ``v``'s live channels ``s[v] = keep * s[v] + n * (its other sources u0, u1, ...: bit
+    ``pred_bit[pp] - p_lo`` of ``mask`` for predecessor ``pred_idx[pp]``) +
     coef * cnt`` -- the count channel 0 gains ``n * cnt`` (the sources are in ``cnt``).
     A source that is not live in a channel adds zero there and is not read (q3: B's
     predecessor A carries counts only, so B's 9 other channels read B's own totals alone).
@@ -325,7 +327,7 @@ def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, p
                 acc = ck * cnt[ln]
                 for pp in range(p_lo, p_hi):
                     u = pred_idx[pp]
-                    if u != v and _bit(mask, u):
+                    if u != v and _bit(mask, pred_bit[pp] - p_lo):
                         acc += n * s[u, k, ln]
                 x = keep * s[v, k, ln] + acc
                 s[v, k, ln] = x
@@ -335,7 +337,17 @@ def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, p
 
 
 @njit(cache=True, inline="always")
-def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
+def _edge_block(okb, lo, hi):
+    """The pair bits of edges ``lo .. hi-1`` (one state's predecessors: consecutive bits,
+    :func:`cogra.analysis.kernel_reach.edge_bits`), shifted to bit 0."""
+    m = okb >> np.uint64(lo)
+    if hi - lo >= 64:
+        return m
+    return m & ((np.uint64(1) << np.uint64(hi - lo)) - np.uint64(1))
+
+
+@njit(cache=True, inline="always")
+def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, prog, op_ptr,
                  a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
                  skip_var, slot, lanes, cnt_i, cnt_f, coef_i, coef_f):
     """A batch whose events all play one type-grained variable ``v`` (see
@@ -353,7 +365,6 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
     done and a float total passed RESCALE_ABOVE.  ``skip_var`` (or -1) is a variable
     whose totals are loaded, not computed (kept_totals' SHARE_TAKE): events ignore it.
     """
-    nvu = np.uint64(nv)
     v = -1
     mask = np.uint64(0)
     n = 0
@@ -366,7 +377,7 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
         w = 0
         while not _bit(bits, w):
             w += 1
-        m = (pair_ok[e] >> (np.uint64(w) * nvu)) & ((np.uint64(1) << nvu) - np.uint64(1))
+        m = _edge_block(pair_ok[e], pred_ptr[w], pred_ptr[w + 1])
         if v < 0:
             if not fusable[w]:
                 return -1
@@ -422,7 +433,7 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
     u1 = -1
     for pp in range(p_lo, p_hi):
         u = pred_idx[pp]
-        if not _bit(mask, u):
+        if not _bit(mask, pred_bit[pp] - p_lo):
             continue
         for ln in range(lanes):
             cnt_i[ln] += si[u, 0, ln]
@@ -448,10 +459,10 @@ def _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog,
     nf = np.float64(n)
     keep_u = np.uint64(n + 1) if own else np.uint64(1)
     keep_f = np.float64(n + 1) if own else 1.0
-    _fused_channels(si, var_live_i, coef_i, cnt_i, v, nu, keep_u, u0, u1, n_src, p_lo, p_hi, pred_idx, mask,
-                    lanes, False)
+    _fused_channels(si, var_live_i, coef_i, cnt_i, v, nu, keep_u, u0, u1, n_src, p_lo, p_hi, pred_idx, pred_bit,
+                    mask, lanes, False)
     over = _fused_channels(sf, var_live_f, coef_f, cnt_f, v, nf, keep_f, u0, u1, n_src, p_lo, p_hi, pred_idx,
-                           mask, lanes, True)
+                           pred_bit, mask, lanes, True)
     return 1 if over else 0
 
 
@@ -620,7 +631,7 @@ def _load_lanes(si, sf, v, var_live_i, var_live_f, ci, cf, cpane, c, cur, lanes)
 
 @njit(cache=True)
 def run_mixed_ring(
-    times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+    times, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, final_bits,
     prog, op_ptr, n_i, n_f,
     a_int, a_flt, a_valid, rows,
     pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
@@ -637,7 +648,8 @@ def run_mixed_ring(
     (``var_live_*``, :meth:`FastExecutor._live_channels`), so rows and totals are read and
     written there only (for q3's A: 2 channels of 10).  ``pred_idx`` lists each variable's
     predecessors with the most live channels first: a row is a copy of its first source
-    when that source has all of the row's channels.
+    when that source has all of the row's channels; ``pred_bit`` each one's pair bit
+    (:func:`cogra.analysis.kernel_reach.edge_bits`: the edges in ascending order).
 
     Sharing a kept variable between sub-streams (:mod:`cogra.runtime.compiled.sharing.kept_totals`):
     with ``share_mode`` :data:`~cogra.runtime.compiled.codes.SHARE_SAVE`, after each batch, variable
@@ -677,7 +689,7 @@ def run_mixed_ring(
     scratch = (si, sf, bi, bf, bvar, bev, rank_buf, rank_pos, lr, la, lb, leq, m_loc, vals, tmp_k, tmp_t, count,
                ti, tf, ts, vi, vf, vs, fusable, cnt_i, cnt_f, coef_i, coef_f, lane_age)
     _run_segments(
-        times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+        times, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, final_bits,
         prog, op_ptr, n_i, n_f,
         a_int, a_flt, a_valid, rows,
         pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
@@ -690,7 +702,7 @@ def run_mixed_ring(
 
 @njit(cache=True, **NO_REFCOUNTS)
 def _run_segments(
-    times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
+    times, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, final_bits,
     prog, op_ptr, n_i, n_f,
     a_int, a_flt, a_valid, rows,
     pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
@@ -717,7 +729,6 @@ def _run_segments(
     for v in range(nv):
         if fusable[v] and _bit(played, v):
             any_fusable = True
-    nvu = np.uint64(nv)
     n_win = win_lo.shape[0]
     w = 0
     while w < n_win:
@@ -805,7 +816,8 @@ def _run_segments(
             nb = 0
             fused = -1
             if any_fusable:
-                fused = _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, prog, op_ptr,
+                fused = _fused_batch(i, j, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, prog,
+                                     op_ptr,
                                      a_int, a_flt, a_valid, rows, si, sf, var_live_i, var_live_f, fusable,
                                      skip_var, slot, lanes, cnt_i, cnt_f, coef_i, coef_f)
             for e in range(i, j if fused < 0 else i):  # event by event unless fused
@@ -828,7 +840,7 @@ def _run_segments(
                         blank = False
                     for pp in range(pred_ptr[v], pred_ptr[v + 1]):
                         u = pred_idx[pp]
-                        if _bit(okb, np.uint64(v) * nvu + np.uint64(u)) == 0:
+                        if _bit(okb, pred_bit[pp]) == 0:
                             continue
                         p = pair_of[u, v]
                         if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:

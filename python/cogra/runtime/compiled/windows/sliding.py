@@ -293,7 +293,7 @@ def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_p
     redo = np.zeros(len(seg), np.bool_)
     p = fast.no_pair_arrays if share.mode == SHARE_TAKE else fast.pair_arrays
     mixed_one_pass.run_mixed_ring(
-        times, plays, fast.pair_ok[rows], fast.nv, fast.pred_ptr, _preds_widest_first(fast),
+        times, plays, fast.pair_ok[rows], fast.nv, fast.pred_ptr, *_preds_widest_first(fast),
         fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
         fast.a_int, fast.a_flt, fast.a_valid, rows, p.pair_of, p.pair_flags, p.live_i, p.live_f,
         fast.var_live_i, fast.var_live_f, *p.ranks,
@@ -400,14 +400,16 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
     return KernelOut.zeros(len(seg), fast.chan), redo
 
 
-def _preds_widest_first(fast: Any) -> np.ndarray:
+def _preds_widest_first(fast: Any) -> tuple[np.ndarray, np.ndarray]:
     """``pred_idx`` with each variable's predecessors ordered by their live channels, most
-    first: the ring kernel copies a row from its first source when that has all its
-    channels (see :func:`mixed_one_pass.run_mixed_ring`)."""
+    first (the ring kernel copies a row from its first source when that has all its
+    channels: see :func:`mixed_one_pass.run_mixed_ring`), and each one's pair bit (its
+    position in ``fast.pred_idx``, :func:`cogra.analysis.kernel_reach.edge_bits`)."""
     width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
-    preds = [sorted(fast.pred_idx[a:z].tolist(), key=lambda u: -width[u])
+    order = [sorted(range(a, z), key=lambda pp: -width[fast.pred_idx[pp]])
              for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]
-    return np.asarray([u for row in preds for u in row], np.int64)
+    edges = np.asarray([pp for row in order for pp in row], np.int64)
+    return fast.pred_idx[edges], edges
 
 
 def _max_live_span(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:
