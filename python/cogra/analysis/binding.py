@@ -57,6 +57,9 @@ class AdjacentPredicate:
     uses_prev: bool
     """Whether it reads the earlier event's attributes (then that event must be kept)."""
     source: Condition
+    guard: bool = False
+    """Whether it is a negation's guard ``e_p.lo = e.hi`` (:data:`NEGATION_COLUMN`), not
+    the user's: both sides are blocker counts, which never fall as time passes."""
 
 
 NEGATION_COLUMN = "__cogra_not_{k}_{side}"
@@ -307,7 +310,7 @@ class _Binder:
         for u, v, k in self.automaton.guards:
             n = bound[k]
             expr = exp.EQ(this=exp.column(n.lo, table=ROLE_CUR), expression=exp.column(n.hi, table=ROLE_NEXT))
-            out.append(AdjacentPredicate(u, v, expr, True, n.source))  # type: ignore[arg-type]
+            out.append(AdjacentPredicate(u, v, expr, True, n.source, guard=True))  # type: ignore[arg-type]
         return out
 
     def _time(self, time_column: str) -> pa.DataType:

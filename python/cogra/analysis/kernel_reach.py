@@ -87,16 +87,22 @@ def python_only_parts(bound: "BoundQuery") -> tuple[str, ...]:
         if p.uses_prev:
             by_pair.setdefault((p.prev, p.next), []).append(p)
     for (u, v), preds in sorted(by_pair.items()):
-        sources = list({id(p.source): p.source for p in preds}.values())
-        if len(preds) > 1:
+        user = [p for p in preds if not p.guard]
+        sources = list({id(p.source): p.source for p in user}.values())
+        if len(user) > 1:
             texts = " and ".join(getattr(s, "text", str(s)) for s in sources)
             parts.append(f"{texts} both read {names[u]} for its next {names[v]} (the kernels index one "
                          "comparison per pair)")
             continue
-        found = crossing_comparison(preds[0].expression)
+        if not user:
+            continue  # negations' guards alone: blocker counts, indexed as one
+        found = crossing_comparison(user[0].expression)
         if isinstance(found, str):
             parts.append(f"{getattr(sources[0], 'text', found)}: the kernels index a predicate on the earlier "
                          "event by one comparison of its value with the new event's")
+        elif found.op == "<>" and len(preds) > 1:
+            parts.append(f"{getattr(sources[0], 'text', found.holder.sql())}: across a negation the kernels "
+                         "index a comparison in one order of its value, not <>")
     return tuple(parts)
 
 

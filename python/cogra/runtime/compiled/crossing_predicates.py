@@ -15,6 +15,17 @@ which the kernels read as a pair without an indexed predicate (``U``'s running t
 Why per-event ranges rather than a pair-wide operator: the operator of ``NOT C`` is the
 complement of ``C``'s, so a pair whose events switch between them needs the prefix,
 suffix and equal structures at once; a predicate of one operator keeps only its own.
+A pair that crosses a negation (``SEQ(A, NOT N, B)``) has the negation's *guard* too, a
+predicate of its own: no blocker strictly between the two events, ``A.lo = NEXT(B).hi``
+over blocker counts (:data:`cogra.analysis.binding.NEGATION_COLUMN`).  With a user's
+comparison on the same pair (:func:`guarded_ranges`) both are one ranked value, the pair
+``(lo, h)`` in lexicographic order: counts never fall as time passes, so every earlier
+event has ``lo <= NEXT(B).hi`` and those the guard lets through -- ``lo`` equal -- are the
+top block of the ranks inserted so far; ordering ``h`` within the block ascending (for
+``>``, ``>=``) or descending (for ``<``, ``<=``) makes the comparison a suffix of the whole
+rank space, which the kernels take as they take any.  Why not a second index per pair: a
+two-dimensional range in every kernel, where one rank order does it.
+
 Anything else (``U`` read outside one comparison, a comparison that mixes both events on
 one side: :func:`cogra.analysis.kernel_reach.crossing_comparison`; a predicate that holds
 where the comparison is NULL but not wherever it is true or false; values float64 cannot
@@ -155,4 +166,95 @@ def mixed_ranges(c: Crossing, lt: np.ndarray, le: np.ndarray, m: int) -> tuple[i
     return flags, a.astype(np.int64), b.astype(np.int64), eq.astype(np.int64), code
 
 
-__all__ = ["Crossing", "mixed_ranges", "op_ranges", "split_crossing"]
+_DIRECTION = {">": 1, ">=": 1, "<": -1, "<=": -1, "=": 0}
+
+
+@dataclass(frozen=True)
+class GuardedPair:
+    """A pair's guards and user comparison as one indexed predicate: ``ranks`` (per row as
+    the earlier event; ``m`` distinct), and per row as the new event the ranges
+    ``a`` / ``b`` / ``eq`` it takes under ``flags``, and its code."""
+
+    flags: int
+    m: int
+    ranks: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    eq: np.ndarray
+    code: np.ndarray
+
+
+def guarded_ranges(guards: list[exp.Expression], user: exp.Expression | None, columns: dict,
+                   n: int) -> GuardedPair:
+    """The :class:`GuardedPair` of a pair with the negations' ``guards`` (``lo = NEXT.hi``)
+    and at most one predicate of the user's that reads the earlier event (module
+    docstring); :class:`Unsupported` where the user's needs both orders of its value
+    (``<>``, or a comparison and its complement)."""
+    from cogra.runtime.compiled.aggregators.mixed_grained import unique_inverse, value_bounds
+
+    lo, hi = [], []
+    for guard in guards:
+        found = crossing_comparison(guard)
+        assert not isinstance(found, str) and found.op == "=", guard.sql()
+        lo.append(_side(found.cur_side, columns, n)[0].astype(np.int64))
+        hi.append(_side(found.next_side, columns, n)[0].astype(np.int64))
+    # The guards' counts as one: each tuple's index among the tuples of earlier and new events.
+    _, block = np.unique(np.stack([np.concatenate([x, y]) for x, y in zip(lo, hi)], axis=1), axis=0,
+                         return_inverse=True)
+    block = block.reshape(-1).astype(np.int64)
+    block_lo, block_hi = block[:n], block[n:]
+    if user is None:
+        c = Crossing("=", np.zeros(n), _nothing(n), np.zeros(n), _nothing(n),
+                     {"C": _nothing(n), "not C": _nothing(n), "valued": _nothing(n), "all": np.ones(n, bool)})
+    else:
+        c = split_crossing(user, columns, n)
+    ops = [op for use, op in (("C", c.op), ("not C", _COMPLEMENT[c.op])) if c.uses[use].any()]
+    if "<>" in ops or {_DIRECTION[op] for op in ops} >= {1, -1}:
+        raise Unsupported(f"{user.sql() if user is not None else ''} compares across a negation in both "
+                          "orders of its value")
+    ascending = all(_DIRECTION[op] >= 0 for op in ops)
+    vals, inverse = unique_inverse(c.h[c.hv])
+    m_h = len(vals)
+    h_rank = np.zeros(n, np.int64)
+    h_rank[c.hv] = inverse
+    # Within a block: NULL first (0), then the values in the comparison's order (1 .. m_h).
+    h_key = np.where(c.hv, 1 + h_rank if ascending else m_h - h_rank, 0)
+    width = m_h + 2
+    keys = block_lo * width + h_key
+    distinct = np.unique(keys)
+    m = len(distinct)
+    lt, le = value_bounds(vals, c.g)
+    flags = 0
+    a = np.zeros(n, np.int64)
+    b = np.full(n, m, np.int64)
+    eq = np.full(n, -1, np.int64)
+    code = np.full(n, CROSS_NONE, np.int8)
+
+    def suffix(where: np.ndarray, key_in_block: np.ndarray | int) -> None:
+        nonlocal b, flags
+        b = np.where(where, np.searchsorted(distinct, block_hi * width + key_in_block, side="left"), b)
+        flags |= USE_SUFFIX
+
+    for use, op in (("C", c.op), ("not C", _COMPLEMENT[c.op])):
+        where = c.uses[use]
+        if not where.any():
+            continue
+        if op == "=":
+            key = block_hi * width + (1 + lt if ascending else m_h - lt)
+            pos = np.minimum(np.searchsorted(distinct, key), m - 1)
+            hit = where & (le > lt) & (distinct[pos] == key) if m else where & False
+            eq = np.where(hit, pos, eq)
+            flags |= USE_EQUAL
+        else:
+            suffix(where, {">": 1 + le, ">=": 1 + lt, "<": m_h - lt + 1, "<=": m_h - le + 1}[op])
+        code[where] = CROSS_RANGES
+    for use, key_in_block in (("valued", 1), ("all", 0)):
+        where = c.uses[use]
+        if where.any():
+            suffix(where, key_in_block)
+            code[where] = CROSS_RANGES
+    ranks = np.searchsorted(distinct, keys).astype(np.int64)
+    return GuardedPair(flags, m, ranks, a, b.astype(np.int64), eq.astype(np.int64), code)
+
+
+__all__ = ["Crossing", "GuardedPair", "guarded_ranges", "mixed_ranges", "op_ranges", "split_crossing"]

@@ -139,7 +139,7 @@ class FastExecutor:
         (:mod:`cogra.runtime.compiled.crossing_predicates`): per pair, the ranks of ``h`` and,
         per new event, the rank ranges it takes and its code (``g_valid``)."""
         from cogra.runtime.compiled.aggregators.mixed_grained import pair_ranges, unique_inverse, value_bounds
-        from cogra.runtime.compiled.crossing_predicates import CROSS_ALL, mixed_ranges, split_crossing
+        from cogra.runtime.compiled.crossing_predicates import CROSS_ALL, guarded_ranges, mixed_ranges, split_crossing
 
         eng = self.engine
         n, nv = eng.n, self.nv
@@ -149,8 +149,22 @@ class FastExecutor:
             reading = [p for p in preds if p.uses_prev]
             if not reading:
                 continue
-            if len(reading) > 1:
+            user = [p for p in reading if not p.guard]
+            if len(user) > 1:
                 raise Unsupported(f"several predicates read {eng.bound.automaton.names[u]} for one pair")
+            if len(reading) > 1:  # a negation's guards, and the user's predicate
+                pair = guarded_ranges([p.expression for p in reading if p.guard],
+                                      user[0].expression if user else None, eng.columns, n)
+                self.pair_of[u, v] = len(flags)
+                flags.append(pair.flags)
+                ms.append(pair.m)
+                h_rank.append(pair.ranks)
+                h_valid.append(np.ones(n, bool))  # (a NULL value ranks first in its block)
+                q_a.append(pair.a)
+                q_b.append(pair.b)
+                q_eq.append(pair.eq)
+                g_valid.append(pair.code)
+                continue
             crossing = split_crossing(reading[0].expression, eng.columns, n)
             h, hv, g, gv = crossing.h, crossing.hv, crossing.g, crossing.gv
             vals, inverse = unique_inverse(h[hv])
@@ -492,7 +506,7 @@ class FastExecutor:
         the window kernels (generic, sliding, generated), which take an empty array for all
         ones: they get one where the query's shape has no pair checks, instead of a gather
         over every position (~4 ms per 1M events; ~40 ms over fresh memory), and then read
-        no pair bit at all (automata past 8 states)."""
+        no pair bit at all (automata of more than 64 edges)."""
         if not self.shape().pair_checks:
             return _NO_PAIR_OK
         return self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])

@@ -183,7 +183,7 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
             for p in range(pred_ptr[v], pred_ptr[v + 1]):
                 u = pred_idx[p]
                 if checked and _bit(okb, p) == 0:
-                    continue  # (unchecked: no pair bit is read, so automata past 8 states run too)
+                    continue  # (unchecked: no pair bit is read, so automata past 64 edges run too)
                 extended |= _ONE << np.uint64(u)
                 if sr[u]:
                     _add_row(bi, bf, bx, nb, si, sf, sx, u, x_is_min)

@@ -248,8 +248,7 @@ def unique_inverse(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     A radix sort of order-preserving integer keys (:func:`_radix_sort_into`), as
     ``np.unique`` but 2-3x faster on this machine under numpy 2.4 (q3's prices, per call
     of 21k / 42k / 200k / 2M values: 0.30 / 0.61 / 7.6 / 80 ms against 0.91 / 1.99 / 15 /
-    176 ms; a seventeenth-session measurement on another machine had found ``np.unique``
-    the faster, and this set-up step is a tenth of q3's engine time per Spark call).
+    176 ms; this set-up step is a tenth of q3's engine time per Spark call).
     ``np.unique`` itself where a value is NaN."""
     x = np.asarray(values, np.float64)
     keys = np.empty(len(x), np.int64)
