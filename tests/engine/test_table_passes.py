@@ -189,3 +189,27 @@ def test_an_unsorted_table_is_sorted_with_its_type_codes(sem: str) -> None:
     shuffled = table.take(pa.array(rng.permutation(n)))
     assert cogra.evaluate(q, shuffled, on_overflow="null").to_pylist() == \
         cogra.evaluate(q, table, on_overflow="null").to_pylist()
+
+
+@pytest.mark.parametrize("extra_types", [0, 200], ids=["small dictionary", "large dictionary"])
+def test_a_dictionary_type_column_gives_the_string_columns_result(extra_types: int) -> None:
+    # Dictionary indices become int8 codes where the dictionary fits (the codes of the
+    # string path), else int64; NULL types are skipped either way.
+    from cogra.runtime.engine import Engine
+
+    rng = np.random.default_rng(4)
+    n = 300_000
+    names = ["A", "B"] + [f"T{k}" for k in range(extra_types)]
+    weights = np.array([0.45, 0.45] + [0.1 / extra_types] * extra_types) if extra_types else None
+    types = pa.array(rng.choice(names, n, p=weights), pa.string())
+    types = pa.array(types.to_pylist(), mask=rng.random(n) < 0.01)
+    strings = pa.table({"type": types, "time": np.arange(n), "v": rng.integers(0, 9, n)})
+    encoded = strings.set_column(0, "type", types.dictionary_encode())
+    query = "RETURN COUNT(*), SUM(A.v), MAX(B.v) PATTERN SEQ(A+, B) SEMANTICS contiguous WITHIN 1000 seconds"
+    engine = Engine(cogra.plan(query, encoded.schema), encoded)
+    assert engine._type_codes.dtype == (np.int8 if extra_types == 0 else np.int64)
+    with pytest.warns(cogra.CograDataWarning):
+        want = cogra.evaluate(query, strings)
+    with pytest.warns(cogra.CograDataWarning):
+        got = cogra.evaluate(query, encoded)
+    assert got.num_rows > 100 and got.equals(want)
