@@ -119,6 +119,14 @@ def _shapes(semantics: tuple[str, ...]) -> None:
                                                              table.column("type").to_pylist()]))
             _evaluate(f"RETURN COUNT(*) PATTERN SEQ(ATypeOfManyBytes A+, BTypeOfManyBytes B) SEMANTICS {sem}",
                       long_names)
+            # A dictionary type column of more types than int8 codes hold (int64 codes).
+            names = ["A", "B", "C"] + [f"T{k}" for k in range(130)]
+            index = {n: i for i, n in enumerate(names)}
+            wide = table.set_column(0, "type", pa.DictionaryArray.from_arrays(
+                pa.array([index[t] for t in table.column("type").to_pylist()], pa.int32()), pa.array(names)))
+            _evaluate(f"RETURN COUNT(*), AVG(A.v) PATTERN SEQ(A+, B) SEMANTICS {sem}", wide)
+            _evaluate(f"RETURN g, COUNT(*), MAX(A.f) PATTERN SEQ(A+, B) SEMANTICS {sem} WHERE [A.k] GROUP-BY g "
+                      "WITHIN 10 seconds", wide)
 
 
 @case

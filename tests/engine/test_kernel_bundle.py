@@ -37,6 +37,16 @@ if sys.argv[1:] == ["grid"]:
                 for aggregates in AGGREGATES if events < 100_000 else ("COUNT", "all five"):
                     query = grid_query({"semantics": semantics, "aggregates": aggregates})
                     cogra.evaluate(query, table, type_column="type", on_overflow="null")
+    # A dictionary of more types than int8 codes hold (int64 codes).
+    import pyarrow as pa
+    small = grid_data({"type": "dictionary", "events": 300_000})
+    names = ["A", "B"] + [f"T{k}" for k in range(130)]
+    column = small.column("type").combine_chunks()
+    wide = small.set_column(0, "type", pa.DictionaryArray.from_arrays(
+        column.indices, pa.array(names[:len(column.dictionary)] + names[len(column.dictionary):])))
+    for semantics in SEMANTICS:
+        cogra.evaluate(grid_query({"semantics": semantics, "aggregates": "all five"}), wide, type_column="type",
+                       on_overflow="null")
     with tempfile.TemporaryDirectory() as scratch:
         for example in EXAMPLES:
             pq.write_table(example.data(20_000, seed=1), scratch + "/t.parquet")

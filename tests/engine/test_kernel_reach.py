@@ -93,7 +93,7 @@ def test_automata_past_8_states_without_pair_predicates_run_compiled(semantics: 
 @pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
 @pytest.mark.parametrize("window", ["WITHIN 30 seconds", "WITHIN 30 seconds SLIDE 10 seconds"])
 def test_automata_past_8_states_with_pair_predicates_run_compiled(semantics: str, window: str) -> None:
-    # A pair bit per automaton edge (kernel_reach.edge_bits): 10-19 states, 9-48 edges.
+    # A pair bit per automaton edge (codes.edge_bits): 10-19 states, 9-48 edges.
     from cogra.runtime.engine import Engine
 
     events = table(n=3000, seed=5)

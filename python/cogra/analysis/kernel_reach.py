@@ -10,11 +10,12 @@ the query runs: :class:`cogra.errors.CograPerformanceWarning` says which.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import sqlglot.expressions as exp
 
 from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT
+from cogra.runtime.compiled.codes import edge_bits
 
 if TYPE_CHECKING:  # pragma: no cover
     from cogra.analysis.binding import BoundQuery
@@ -22,22 +23,9 @@ if TYPE_CHECKING:  # pragma: no cover
 KERNEL_MAX_EDGES = 64
 """Automaton edges (pairs of a state and a predecessor state) the kernels take where
 predicates on adjacent events are checked: an event's pair checks are one 64-bit word, a
-bit per edge (:func:`edge_bits`).  Without such predicates the kernels read no pair bit
-and take every automaton (up to 64 states)."""
+bit per edge (:func:`~cogra.runtime.compiled.codes.edge_bits`).  Without such predicates
+the kernels read no pair bit and take every automaton (up to 64 states)."""
 
-
-def edge_bits(pred: "Sequence[Iterable[int]]") -> dict[tuple[int, int], int]:
-    """Each automaton edge ``(u, v)`` (``u`` in ``pred[v]``) and its bit in a pair-check
-    word: the edges numbered state by state, predecessors in ascending order -- the order
-    of the kernels' predecessor lists (``pred_ptr`` / ``pred_idx``), so that a kernel reads
-    edge ``p`` of its list as bit ``p`` and one state's edges are consecutive bits.  Why
-    not bit ``v * nv + u``: it needs ``nv ** 2`` bits, and ``A{9}`` has 81 states' pairs
-    but 8 edges."""
-    bits: dict[tuple[int, int], int] = {}
-    for v, preds in enumerate(pred):
-        for u in sorted(preds):
-            bits[(u, v)] = len(bits)
-    return bits
 
 COMPARISONS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
@@ -118,4 +106,4 @@ def _inside(node: exp.Expression | None, ancestor: exp.Expression) -> bool:
     return False
 
 
-__all__ = ["KERNEL_MAX_EDGES", "edge_bits", "CrossingComparison", "crossing_comparison", "python_only_parts"]
+__all__ = ["KERNEL_MAX_EDGES", "CrossingComparison", "crossing_comparison", "python_only_parts"]

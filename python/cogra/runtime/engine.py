@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from cogra.runtime.arrow_arrays import empty, one_array, take
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
-from cogra.analysis.kernel_reach import edge_bits
+from cogra.runtime.compiled.codes import edge_bits
 from cogra.analysis.plan import Plan
 from cogra.errors import CograPerformanceWarning, DataError
 from cogra.language.ast import AttrRef
@@ -542,7 +542,7 @@ class Engine:
             self.columns[neg.hi] = (hi, valid)
 
     def pair_ok_bits(self) -> np.ndarray:
-        """Per row, edge ``(u, v)``'s bit (:func:`~cogra.analysis.kernel_reach.edge_bits`):
+        """Per row, edge ``(u, v)``'s bit (:func:`~cogra.runtime.compiled.codes.edge_bits`):
         playing v it may follow u (predicates on the new event only)."""
         edge = edge_bits(self.bound.automaton.pred)
         bits = np.full(self.n, np.iinfo(np.uint64).max, dtype=np.uint64)

@@ -38,7 +38,8 @@ from cogra.runtime.compiled.channels import (
 )
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
-from cogra.analysis.kernel_reach import KERNEL_MAX_EDGES, edge_bits  # noqa: E402
+from cogra.analysis.kernel_reach import KERNEL_MAX_EDGES  # noqa: E402
+from cogra.runtime.compiled.codes import edge_bits  # noqa: E402
 SPECIALIZE_MIN_EVENTS = 32_000_000
 """Runs over at least this many events (a window run's events, a ring run's positions)
 compile the kernel generated for the query's shape (:mod:`cogra.runtime.compiled.codegen`) in the foreground
@@ -113,7 +114,7 @@ class FastExecutor:
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
         preds: list[int] = []
-        for v in range(self.nv):  # (the order of kernel_reach.edge_bits: edge p is pair bit p)
+        for v in range(self.nv):  # (the order of codes.edge_bits: edge p is pair bit p)
             preds += sorted(a.pred[v])
             self.pred_ptr[v + 1] = len(preds)
         self.pred_idx = np.asarray(preds, dtype=np.int64)

@@ -11,7 +11,7 @@ Event inputs, per event ``e`` of the concatenated sub-streams:
 * ``times[e]``   -- ties form a batch (never adjacent to each other);
 * ``plays[e]``   -- bit ``v``: the event may play variable ``v``;
 * ``pair_ok[e]`` -- bit ``p``, edge ``p`` of the predecessor lists (``pred_idx[p]`` of
-  ``v``: :func:`cogra.analysis.kernel_reach.edge_bits`): playing ``v`` it may follow ``u`` (predicates on
+  ``v``: :func:`cogra.runtime.compiled.codes.edge_bits`): playing ``v`` it may follow ``u`` (predicates on
   adjacent events that read only the new event are folded in here; all ones otherwise).
   An empty ``pair_ok`` stands for all ones: a query without such predicates then builds
   no array of them (two passes over fresh memory, ~0.13 s of a first call over 3M events).

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cogra.analysis.kernel_reach import edge_bits
+from cogra.runtime.compiled.codes import edge_bits
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.compiled.jit import NO_REFCOUNTS_SOURCE
 from cogra.runtime.compiled.codes import RANK_BLOCK_SPANS, USE_EQUAL, USE_PREFIX, USE_SUFFIX
@@ -245,7 +245,7 @@ def _batch(w: Any, s: Any, lv: int, computed: list, li: dict, lf: dict, loaded: 
         with w.block():
             w("failed = True")
             w("break")
-        # (v's predecessors' pair bits: consecutive from its first edge, kernel_reach.edge_bits)
+        # (v's predecessors' pair bits: consecutive from its first edge, codes.edge_bits)
         w(f"var = {computed[0]}")
         w(f"m = {_edge_block(s, computed[0])}")
         for v in computed[1:]:

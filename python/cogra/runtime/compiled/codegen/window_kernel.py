@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from cogra.analysis.kernel_reach import edge_bits
+from cogra.runtime.compiled.codes import edge_bits
 from cogra.runtime.compiled.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,

@@ -339,7 +339,7 @@ def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, p
 @njit(cache=True, inline="always")
 def _edge_block(okb, lo, hi):
     """The pair bits of edges ``lo .. hi-1`` (one state's predecessors: consecutive bits,
-    :func:`cogra.analysis.kernel_reach.edge_bits`), shifted to bit 0."""
+    :func:`cogra.runtime.compiled.codes.edge_bits`), shifted to bit 0."""
     m = okb >> np.uint64(lo)
     if hi - lo >= 64:
         return m
@@ -649,7 +649,7 @@ def run_mixed_ring(
     written there only (for q3's A: 2 channels of 10).  ``pred_idx`` lists each variable's
     predecessors with the most live channels first: a row is a copy of its first source
     when that source has all of the row's channels; ``pred_bit`` each one's pair bit
-    (:func:`cogra.analysis.kernel_reach.edge_bits`: the edges in ascending order).
+    (:func:`cogra.runtime.compiled.codes.edge_bits`: the edges in ascending order).
 
     Sharing a kept variable between sub-streams (:mod:`cogra.runtime.compiled.sharing.kept_totals`):
     with ``share_mode`` :data:`~cogra.runtime.compiled.codes.SHARE_SAVE`, after each batch, variable

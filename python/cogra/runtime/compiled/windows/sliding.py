@@ -404,7 +404,7 @@ def _preds_widest_first(fast: Any) -> tuple[np.ndarray, np.ndarray]:
     """``pred_idx`` with each variable's predecessors ordered by their live channels, most
     first (the ring kernel copies a row from its first source when that has all its
     channels: see :func:`mixed_one_pass.run_mixed_ring`), and each one's pair bit (its
-    position in ``fast.pred_idx``, :func:`cogra.analysis.kernel_reach.edge_bits`)."""
+    position in ``fast.pred_idx``, :func:`cogra.runtime.compiled.codes.edge_bits`)."""
     width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
     order = [sorted(range(a, z), key=lambda pp: -width[fast.pred_idx[pp]])
              for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]
