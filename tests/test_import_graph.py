@@ -123,3 +123,14 @@ def test_the_engine_is_at_most_ten_imports_deep() -> None:
     chain = _longest_chain(graph, "cogra.runtime.engine")
     assert len(chain) <= 10, " > ".join(chain)
     assert _longest_chain({"a": {"b", "c"}, "b": {"c"}, "c": set()}, "a") == ["a", "b", "c"]
+
+
+def test_nothing_below_the_front_door_imports_it() -> None:
+    """``cogra.api`` re-exports what the layers below define (parsing and planning once,
+    evaluating a table: ``cogra.runtime.evaluation``); the language, the analysis and the
+    runtime never import it."""
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    below = [m for m in modules if m.startswith(("cogra.language", "cogra.analysis", "cogra.runtime"))]
+    assert "cogra.runtime.online" in below and "cogra.runtime.slices" in below
+    assert [m for m in below if "cogra.api" in graph[m]] == []

@@ -12,7 +12,6 @@ ensure_numba_cache()  # before any kernel module is imported (numba reads it the
 
 from cogra.api import (  # noqa: E402
     MAX_WINDOWS_PER_EVENT,
-    CograDataWarning,
     evaluate,
     explain,
     parse,
@@ -24,6 +23,7 @@ from cogra.api import (  # noqa: E402
 from cogra.errors import (  # noqa: E402
     AggregateOverflowError,
     CheckpointError,
+    CograDataWarning,
     CograError,
     CograPerformanceWarning,
     DataError,

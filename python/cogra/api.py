@@ -2,92 +2,28 @@
 
 from __future__ import annotations
 
-import functools
-import math
-import warnings
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 import sqlglot.expressions as exp
 
-from cogra.analysis.binding import DEFAULT_TYPE_COLUMN, BoundQuery, bind
-from cogra.analysis.plan import Plan
-from cogra.errors import CograDataWarning, DataError
-from cogra.language.ast import Aggregate, AttrRef, Query, Semantics
+from cogra.analysis.binding import bind
+from cogra.language.ast import Query, Semantics
 from cogra.language.limits import with_recursion_room
 from cogra.runtime.compiled.codegen.background import compiles_after_the_call
-from cogra.runtime.engine import Engine
-from cogra.runtime.output import ON_OVERFLOW, result_type, window_type
-
-
-MAX_WINDOWS_PER_EVENT = 100_000
-"""The default of ``max_windows_per_event`` (Spark: ``spark.cogra.maxWindowsPerEvent``)."""
-
-
-def check_windows_per_event(q: Query, limit: int) -> None:
-    """Refuse a query whose windows overlap more than ``limit`` deep (size / slide)."""
-    if q.window is None:
-        return
-    per_event = math.ceil(q.window.size / q.window.step)
-    if per_event > limit:
-        slide = q.window.slide
-        raise DataError(
-            f"WITHIN {q.window.within.amount} {q.window.within.unit}"
-            + (f" SLIDE {slide.amount} {slide.unit}" if slide else "")
-            + f" puts every event in {per_event:,} windows, more than the limit of "
-            f"{limit:,}: slide by more, or raise the limit (cogra.evaluate(..., "
-            "max_windows_per_event=N); Spark: SET spark.cogra.maxWindowsPerEvent=N)")
-
-
-def parse(query: str | Query) -> Query:
-    """Parse query text into its syntax tree (QueryError with line/column if it does not parse)."""
-    if isinstance(query, Query):
-        return query
-    return _parse_text(query)
-
-
-@functools.lru_cache(maxsize=256)
-def _parse_text(query: str) -> Query:
-    """Parsed once per text: a Spark worker evaluates the same query for every partition
-    and chunk (q2 as printed: 16 parses per 1M rows, 5% of the worker's time).  Sharing the
-    tree is safe -- its nodes are frozen, and whoever rewrites a condition's sqlglot
-    expression copies it first (``binding``, ``pushdown``); a text that does not parse
-    raises each time (exceptions are not cached)."""
-    from cogra.language import parse as parse_text
-
-    return parse_text(query)
-
-
-def as_table(events: Any) -> pa.Table:
-    if isinstance(events, pa.Table):
-        return events
-    if isinstance(events, pa.RecordBatch):
-        return pa.Table.from_batches([events])
-    return pa.table(events)
-
-
-@with_recursion_room
-def plan(query: str | Query, schema: pa.Schema | None = None, *,
-         type_column: str | None = None, time_column: str = "time") -> Plan:
-    if schema is not None:
-        return _plan_of(query, schema.remove_metadata(), type_column, time_column)
-    q = parse(query)
-    if schema is None:
-        schema = assumed_schema(q, type_column, time_column)
-    return Plan.of(bind(q, schema, type_column=type_column, time_column=time_column))
-
-
-@functools.lru_cache(maxsize=256)
-def _plan_of(query: str | Query, schema: pa.Schema, type_column: str | None, time_column: str) -> Plan:
-    """Bound and planned once per (query, schema, columns), as parsed once per text: a
-    Spark worker evaluates one query per key group or chunk, and binding it (sqlglot
-    rewrites of the conditions) cost ~0.4 ms a call -- 2% of a q3 sector's evaluation.  A
-    syntax tree is a key too (frozen, hashed by value: ~10 us).  The plan is frozen and
-    nothing downstream rewrites its expressions in place (see _parse_text); a query that
-    does not bind raises each time."""
-    q = parse(query)
-    return Plan.of(bind(q, schema, type_column=type_column, time_column=time_column))
+from cogra.runtime.evaluation import (  # noqa: F401 - re-exported: the front door's names
+    MAX_WINDOWS_PER_EVENT,
+    as_table,
+    assumed_schema,
+    check_windows_per_event,
+    evaluate_table,
+    output_schema,
+    parse,
+    plan,
+    result_schema,
+)
+from cogra.runtime.output import ON_OVERFLOW
 
 
 @with_recursion_room
@@ -99,24 +35,6 @@ def explain(query: str | Query, schema: pa.Schema | None = None, *,
     identifiers in WHERE are then string literals).
     """
     return plan(query, schema, type_column=type_column, time_column=time_column).explain()
-
-
-def assumed_schema(q: Query, type_column: str | None, time_column: str) -> pa.Schema:
-    """A schema with every attribute the query names, for explaining without data."""
-    fields: dict[str, pa.DataType] = {time_column: pa.int64(),
-                                      type_column or DEFAULT_TYPE_COLUMN: pa.string()}
-    for ref in list(q.group_by) + [e.attribute for e in q.equivalences]:
-        fields.setdefault(ref.name, pa.string())
-    for item in q.returns:
-        if isinstance(item.value, AttrRef):
-            fields.setdefault(item.value.name, pa.string())
-        elif isinstance(item.value, Aggregate) and item.value.attribute:
-            fields.setdefault(item.value.attribute, pa.float64())
-    for c in q.conditions:
-        for r in c.references:
-            if r.variable is not None:
-                fields.setdefault(r.attribute, pa.null())
-    return pa.schema(list(fields.items()))
 
 
 @with_recursion_room
@@ -149,52 +67,7 @@ def evaluate(
     # The whole call counts as running from here (analysis and row preparation included):
     # the warm start holds back kernels no call asked for, background compiles pause.
     with compiles_after_the_call():
-        return _evaluate(query, events, type_column, time_column, on_overflow, compiled, max_windows_per_event)
-
-
-def _evaluate(query: str | Query, events: Any, type_column: str | None, time_column: str, on_overflow: str,
-              compiled: bool | None, max_windows_per_event: int) -> pa.Table:
-    table = as_table(events)
-    p = plan(query, table.schema, type_column=type_column, time_column=time_column)
-    check_windows_per_event(p.bound.query, max_windows_per_event)
-    engine = Engine(p, table, fast=compiled)
-    counters = engine.counters
-    skipped = counters["rows_null_time"] + counters["rows_null_type"]
-    if skipped:
-        warnings.warn(
-            f"{counters['rows_null_time']} row(s) with a NULL time and "
-            f"{counters['rows_null_type']} with a NULL type are not events and were skipped",
-            CograDataWarning,
-            stacklevel=3,
-        )
-    if engine.absent_types:
-        types = pa.compute.unique(engine.table.column(engine.bound.type_column)).to_pylist()
-        shown = ", ".join(repr(t) for t in sorted(types)[:20]) + (", ..." if len(types) > 20 else "")
-        warnings.warn(
-            f"no row has the pattern's type {', '.join(repr(t) for t in engine.absent_types)}: "
-            f"the input's types are {shown}",
-            CograDataWarning,
-            stacklevel=3,
-        )
-    return engine.result_table(on_overflow=on_overflow,
-                               metadata={f"cogra.{k}": v for k, v in counters.items()})
-
-
-@with_recursion_room
-def result_schema(query: str | Query, input_schema: pa.Schema, *,
-                  type_column: str | None = None, time_column: str = "time") -> pa.Schema:
-    """The output schema, without data (what Spark's analyze step reports)."""
-    bound = bind(parse(query), input_schema, type_column=type_column, time_column=time_column)
-    return output_schema(bound)
-
-
-def output_schema(bound: BoundQuery) -> pa.Schema:
-    q = bound.query
-    fields = [pa.field(item.name, result_type(item, bound.schema)) for item in q.returns]
-    if q.window is not None:
-        wt = window_type(q, bound.time_type)
-        fields += [pa.field("window_start", wt), pa.field("window_end", wt)]
-    return pa.schema(fields)
+        return evaluate_table(query, events, type_column, time_column, on_overflow, compiled, max_windows_per_event)
 
 
 def partition_columns(query: str | Query) -> tuple[str, ...]:

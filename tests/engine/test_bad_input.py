@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 import cogra
-import cogra.api
+import cogra.runtime.evaluation
 from cogra.datasets import events
 from cogra.reference import evaluate_reference
 from tests.compare import assert_same_result
@@ -44,11 +44,11 @@ def no_data_processing(monkeypatch):
         def __init__(self, *args, **kwargs):
             raise AssertionError("the engine was started; the error should have come before any data")
 
-    monkeypatch.setattr(cogra.api, "Engine", Forbidden)
+    monkeypatch.setattr(cogra.runtime.evaluation, "Engine", Forbidden)
 
 
 def test_the_guard_catches_a_started_engine(no_data_processing) -> None:
-    # Without this, a refactoring of api.evaluate could make the guard above vacuous.
+    # Without this, a refactoring of the evaluation could make the guard above vacuous.
     with pytest.raises(AssertionError, match="engine was started"):
         cogra.evaluate("RETURN COUNT(*) PATTERN SEQ(A, B)", TABLE)
 

@@ -42,10 +42,10 @@ import numpy as np
 import pyarrow as pa
 
 from cogra.analysis.identity import query_identity
-from cogra.api import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate, plan, result_schema
 from cogra.errors import CheckpointError, CograDataWarning, DataError, QueryError
 from cogra.language.ast import Query
 from cogra.language.limits import with_recursion_room
+from cogra.runtime.evaluation import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate_table, plan, result_schema
 from cogra.runtime.output import ON_OVERFLOW
 from cogra.runtime.slices import NULL_TIME, WindowSlices
 from cogra.runtime.stream import StreamEvaluation, unsupported_reason, values_may_stop
@@ -310,8 +310,8 @@ class OnlineEvaluation:
         when the rows were pushed)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CograDataWarning)
-            return evaluate(self.query, rows, type_column=self.type_column, time_column=self.time_column,
-                            on_overflow=self.on_overflow, max_windows_per_event=self.max_windows_per_event)
+            return evaluate_table(self.query, rows, self.type_column, self.time_column, self.on_overflow, None,
+                                  self.max_windows_per_event)
 
     def _output(self, result: pa.Table) -> pa.Table:
         out = result.replace_schema_metadata(None)

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cogra.api import parse
+from cogra.runtime.evaluation import parse
 from cogra.runtime.engine import micros
 from cogra.runtime.windows import WindowSpec, is_integral
 
