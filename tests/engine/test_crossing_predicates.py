@@ -90,6 +90,21 @@ PREDICATES = [
 ]
 
 
+def compiled_equals_python_on(query: str, table: pa.Table) -> pa.Table:
+    """``query`` over ``table`` with every window on the compiled kernels (no performance
+    warning) equals the Python executors; the compiled result."""
+    engine = Engine(cogra.plan(query, table.schema), table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cogra.CograDataWarning)
+        warnings.simplefilter("error", cogra.CograPerformanceWarning)
+        got = engine.result_table(on_overflow="null")
+        want = cogra.evaluate(query, table, compiled=False, on_overflow="null")
+    assert "fast_unsupported" not in engine.stats, query
+    assert engine.stats["windows_fast"] == engine.stats["windows"] > 0, query
+    assert_same_result(want, got, query)
+    return got
+
+
 def compiled_equals_python(semantics: str, n: int) -> None:
     table = events(n, seed=1)
     rows = 0
@@ -98,15 +113,7 @@ def compiled_equals_python(semantics: str, n: int) -> None:
             for window in ("", "WITHIN 50 seconds", "WITHIN 50 seconds SLIDE 10 seconds"):
                 query = (f"RETURN g, COUNT(*), SUM(A.v), MAX(B.v) PATTERN {pattern} SEMANTICS {semantics} "
                          f"WHERE {where} GROUP-BY g {window}")
-                engine = Engine(cogra.plan(query, table.schema), table)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", cogra.CograDataWarning)
-                    got = engine.result_table(on_overflow="null")
-                    want = cogra.evaluate(query, table, compiled=False, on_overflow="null")
-                assert "fast_unsupported" not in engine.stats, query
-                assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
-                assert_same_result(want, got, query)
-                rows += got.num_rows
+                rows += compiled_equals_python_on(query, table).num_rows
     assert rows > 1000
 
 
@@ -165,15 +172,7 @@ def guarded_compiled_equals_python(semantics: str, n: int) -> None:
                 query = (f"RETURN g, COUNT(*), SUM(A.v), MAX(B.v) PATTERN {pattern} SEMANTICS {semantics} "
                          f"{'WHERE ' + where if where else ''} GROUP-BY g {window}")
                 assert "kernels    compiled" in cogra.explain(query), query
-                engine = Engine(cogra.plan(query, table.schema), table)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", cogra.CograDataWarning)
-                    warnings.simplefilter("error", cogra.CograPerformanceWarning)
-                    got = engine.result_table(on_overflow="null")
-                want = cogra.evaluate(query, table, compiled=False, on_overflow="null")
-                assert engine.stats["windows_fast"] == engine.stats["windows"] > 0, query
-                assert_same_result(want, got, query)
-                rows += got.num_rows
+                rows += compiled_equals_python_on(query, table).num_rows
     assert rows > 1000
 
 

@@ -69,33 +69,37 @@ def test_a_compiled_query_gives_no_warning() -> None:
                        "WITHIN 10 seconds", table())
 
 
-@pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
-def test_automata_past_8_states_without_pair_predicates_run_compiled(semantics: str) -> None:
+def compiled_past_8_states(query: str, events: pa.Table) -> None:
+    """``query`` (an automaton of more than 8 states) runs every window on the compiled
+    kernels, without a performance warning, and equals the Python executors."""
     from cogra.runtime.engine import Engine
 
+    assert "kernels    compiled" in cogra.explain(query), query
+    engine = Engine(cogra.plan(query, events.schema), events)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cogra.CograPerformanceWarning)
+        got = engine.result_table(on_overflow="null")
+    assert len(engine.bound.automaton.names) > 8
+    assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
+    assert got.num_rows > 0
+    assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)
+
+
+@pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
+def test_automata_past_8_states_without_pair_predicates_run_compiled(semantics: str) -> None:
     events = table(n=3000, seed=3)
     rng = np.random.default_rng(3)
     events = events.append_column("h", pa.array(rng.integers(0, 2, len(events))))
     for query in (f"RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A, B{{9}}) SEMANTICS {semantics} WITHIN 30 seconds",
                   f"RETURN B.h, COUNT(*), MAX(A.w) PATTERN SEQ(A+, (B | A A2){{3,6}}, B B2) SEMANTICS {semantics} "
                   "WHERE [B.h] AND A.v > 1 GROUP-BY B.h WITHIN 30 seconds SLIDE 10 seconds"):
-        assert "kernels    compiled" in cogra.explain(query)
-        engine = Engine(cogra.plan(query, events.schema), events)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", cogra.CograPerformanceWarning)
-            got = engine.result_table(on_overflow="null")
-        assert len(engine.bound.automaton.names) > 8
-        assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
-        assert got.num_rows > 0
-        assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)
+        compiled_past_8_states(query, events)
 
 
 @pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
 @pytest.mark.parametrize("window", ["WITHIN 30 seconds", "WITHIN 30 seconds SLIDE 10 seconds"])
 def test_automata_past_8_states_with_pair_predicates_run_compiled(semantics: str, window: str) -> None:
     # A pair bit per automaton edge (codes.edge_bits): 10-19 states, 9-48 edges.
-    from cogra.runtime.engine import Engine
-
     events = table(n=3000, seed=5)
     rng = np.random.default_rng(5)
     events = events.append_column("h", pa.array(rng.integers(0, 2, len(events))))
@@ -107,15 +111,7 @@ def test_automata_past_8_states_with_pair_predicates_run_compiled(semantics: str
                   f"WHERE [B.h] AND A2.v >= NEXT(B).v AND NEXT(B2).v > 0 GROUP-BY B.h {window}",
                   f"RETURN COUNT(*) PATTERN SEQ((A | B){{2,9}}, B B2) SEMANTICS {semantics} "
                   f"WHERE (A.v = NEXT(B).v OR NEXT(B).v > 2) {window}"):
-        assert "kernels    compiled" in cogra.explain(query), query
-        engine = Engine(cogra.plan(query, events.schema), events)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", cogra.CograPerformanceWarning)
-            got = engine.result_table(on_overflow="null")
-        assert len(engine.bound.automaton.names) > 8
-        assert engine.stats["windows_fast"] == engine.stats["windows"] > 0
-        assert got.num_rows > 0
-        assert_same_result(cogra.evaluate(query, events, compiled=False, on_overflow="null"), got, query)
+        compiled_past_8_states(query, events)
 
 
 @pytest.mark.parametrize("semantics", ["any", pytest.param("next", marks=pytest.mark.slow),

@@ -172,13 +172,12 @@ _DIRECTION = {">": 1, ">=": 1, "<": -1, "<=": -1, "=": 0}
 @dataclass(frozen=True)
 class GuardedPair:
     """A pair's guards and user comparison as one indexed predicate: ``ranks`` (per row as
-    the earlier event; ``m`` distinct), and per row as the new event the ranges
-    ``a`` / ``b`` / ``eq`` it takes under ``flags``, and its code."""
+    the earlier event; ``m`` distinct), and per row as the new event the suffix ``b`` and
+    equal rank ``eq`` it takes under ``flags`` (never a prefix), and its code."""
 
     flags: int
     m: int
     ranks: np.ndarray
-    a: np.ndarray
     b: np.ndarray
     eq: np.ndarray
     code: np.ndarray
@@ -225,7 +224,6 @@ def guarded_ranges(guards: list[exp.Expression], user: exp.Expression | None, co
     m = len(distinct)
     lt, le = value_bounds(vals, c.g)
     flags = 0
-    a = np.zeros(n, np.int64)
     b = np.full(n, m, np.int64)
     eq = np.full(n, -1, np.int64)
     code = np.full(n, CROSS_NONE, np.int8)
@@ -254,7 +252,7 @@ def guarded_ranges(guards: list[exp.Expression], user: exp.Expression | None, co
             suffix(where, key_in_block)
             code[where] = CROSS_RANGES
     ranks = np.searchsorted(distinct, keys).astype(np.int64)
-    return GuardedPair(flags, m, ranks, a, b.astype(np.int64), eq.astype(np.int64), code)
+    return GuardedPair(flags, m, ranks, b.astype(np.int64), eq.astype(np.int64), code)
 
 
 __all__ = ["Crossing", "GuardedPair", "guarded_ranges", "mixed_ranges", "op_ranges", "split_crossing"]

@@ -156,40 +156,30 @@ class FastExecutor:
             if len(reading) > 1:  # a negation's guards, and the user's predicate
                 pair = guarded_ranges([p.expression for p in reading if p.guard],
                                       user[0].expression if user else None, eng.columns, n)
-                self.pair_of[u, v] = len(flags)
-                flags.append(pair.flags)
-                ms.append(pair.m)
-                h_rank.append(pair.ranks)
-                h_valid.append(np.ones(n, bool))  # (a NULL value ranks first in its block)
-                q_a.append(pair.a)
-                q_b.append(pair.b)
-                q_eq.append(pair.eq)
-                g_valid.append(pair.code)
-                continue
-            crossing = split_crossing(reading[0].expression, eng.columns, n)
-            h, hv, g, gv = crossing.h, crossing.hv, crossing.g, crossing.gv
-            vals, inverse = unique_inverse(h[hv])
-            ranks = np.zeros(n, np.int64)
-            ranks[hv] = inverse
-            # Usually both sides read one attribute (A.price > NEXT(A).price): then each
-            # value's rank is known and no search over the (often ~n) distinct values is needed.
-            same = bool(np.array_equal(hv, gv) and np.array_equal(h[hv], g[gv]))
-            if crossing.plain:
-                fl, a, bnd, eq = pair_ranges(crossing.op, vals, g, ranks if same else None)
-                code = crossing.uses["C"].astype(np.int8)  # (CROSS_RANGES where it holds, else none)
+                # (every row ranks, a NULL value first in its block; no prefix is taken)
+                fl, m, ranks, hv, a, bnd, eq, code = (pair.flags, pair.m, pair.ranks, np.ones(n, bool),
+                                                      np.zeros(n, np.int64), pair.b, pair.eq, pair.code)
             else:
-                lt, le = value_bounds(vals, g, ranks if same else None)
-                fl, a, bnd, eq, code = mixed_ranges(crossing, lt, le, len(vals))
-                self.pair_all = self.pair_all or bool((code == CROSS_ALL).any())
+                crossing = split_crossing(reading[0].expression, eng.columns, n)
+                h, hv, g, gv = crossing.h, crossing.hv, crossing.g, crossing.gv
+                vals, inverse = unique_inverse(h[hv])
+                m = len(vals)
+                ranks = np.zeros(n, np.int64)
+                ranks[hv] = inverse
+                # Usually both sides read one attribute (A.price > NEXT(A).price): then each
+                # value's rank is known and no search over the (often ~n) distinct values is needed.
+                same = bool(np.array_equal(hv, gv) and np.array_equal(h[hv], g[gv]))
+                if crossing.plain:
+                    fl, a, bnd, eq = pair_ranges(crossing.op, vals, g, ranks if same else None)
+                    code = crossing.uses["C"].astype(np.int8)  # (CROSS_RANGES where it holds, else none)
+                else:
+                    lt, le = value_bounds(vals, g, ranks if same else None)
+                    fl, a, bnd, eq, code = mixed_ranges(crossing, lt, le, m)
+                    self.pair_all = self.pair_all or bool((code == CROSS_ALL).any())
             self.pair_of[u, v] = len(flags)
-            flags.append(fl)
-            ms.append(len(vals))
-            h_rank.append(ranks)
-            h_valid.append(hv)
-            q_a.append(a)
-            q_b.append(bnd)
-            q_eq.append(eq)
-            g_valid.append(code)
+            for out, x in zip((flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid),
+                              (fl, m, ranks, hv, a, bnd, eq, code)):
+                out.append(x)
         self.pair_flags = np.asarray(flags, np.int64)
         self.m_of = np.asarray(ms, np.int64)
         stack = lambda xs, dt: np.stack(xs).astype(dt) if xs else np.zeros((0, n), dt)  # noqa: E731
