@@ -15,16 +15,27 @@ from typing import TYPE_CHECKING
 import sqlglot.expressions as exp
 
 from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT
-from cogra.runtime.compiled.codes import edge_bits
+from cogra.runtime.compiled.codes import PAIR_WORD_BITS, edge_bits
 
 if TYPE_CHECKING:  # pragma: no cover
     from cogra.analysis.binding import BoundQuery
 
-KERNEL_MAX_EDGES = 64
-"""Automaton edges (pairs of a state and a predecessor state) the kernels take where
-predicates on adjacent events are checked: an event's pair checks are one 64-bit word, a
-bit per edge (:func:`~cogra.runtime.compiled.codes.edge_bits`).  Without such predicates
-the kernels read no pair bit and take every automaton (up to 64 states)."""
+KERNEL_MAX_EDGES = PAIR_WORD_BITS
+"""Automaton edges (pairs of a state and a predecessor state) whose predicates on the new
+event alone the kernels read as a bit: an event's pair checks are one 64-bit word, a bit
+per edge (:func:`~cogra.runtime.compiled.codes.edge_bits`).  Edges numbered past it read
+no bit and pass; their checks are indexed per pair like a predicate that reads the
+earlier event (:func:`checks_past_the_word`).  Why not a wider word: every kernel would
+carry it for the rare automaton past 64 edges (optional keys on long repetitions)."""
+
+
+def checks_past_the_word(bound: "BoundQuery") -> tuple[tuple[int, int], ...]:
+    """The edges numbered past :data:`KERNEL_MAX_EDGES` that carry a predicate on the new
+    event alone: the compiled executor indexes them per pair, keeping the earlier
+    variable's events, since the word has no bit for them."""
+    edge = edge_bits(bound.automaton.pred)
+    return tuple(sorted({(p.prev, p.next) for p in bound.adjacent
+                         if not p.uses_prev and edge.get((p.prev, p.next), 0) >= KERNEL_MAX_EDGES}))
 
 
 COMPARISONS = {exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.EQ: "=", exp.NEQ: "<>"}
@@ -66,10 +77,6 @@ def python_only_parts(bound: "BoundQuery") -> tuple[str, ...]:
     """The parts of the query that keep it off the compiled kernels (empty: none)."""
     names = bound.automaton.names
     parts = []
-    edges = len(edge_bits(bound.automaton.pred))
-    if edges > KERNEL_MAX_EDGES and bound.adjacent:
-        parts.append(f"the pattern's automaton has {edges} edges, the compiled kernels take at most "
-                     f"{KERNEL_MAX_EDGES} with predicates on adjacent events")
     by_pair: dict[tuple[int, int], list] = {}
     for p in bound.adjacent:
         if p.uses_prev:
@@ -91,7 +98,7 @@ def python_only_parts(bound: "BoundQuery") -> tuple[str, ...]:
         elif found.op == "<>" and len(preds) > 1:
             parts.append(f"{getattr(sources[0], 'text', found.holder.sql())}: across a negation the kernels "
                          "index a comparison in one order of its value, not <>")
-    return tuple(parts)
+    return tuple(dict.fromkeys(parts))  # (one predicate on several pairs: named once)
 
 
 def _roles(node: exp.Expression) -> set[str]:
@@ -106,4 +113,7 @@ def _inside(node: exp.Expression | None, ancestor: exp.Expression) -> bool:
     return False
 
 
-__all__ = ["KERNEL_MAX_EDGES", "CrossingComparison", "crossing_comparison", "python_only_parts"]
+__all__ = [
+    "KERNEL_MAX_EDGES", "CrossingComparison", "checks_past_the_word", "crossing_comparison",
+    "python_only_parts",
+]

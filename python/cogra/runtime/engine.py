@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from cogra.runtime.arrow_arrays import empty, one_array, take
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
-from cogra.runtime.compiled.codes import edge_bits
+from cogra.runtime.compiled.codes import PAIR_WORD_BITS, edge_bits
 from cogra.analysis.plan import Plan
 from cogra.errors import CograPerformanceWarning, DataError
 from cogra.language.ast import AttrRef
@@ -547,10 +547,13 @@ class Engine:
         edge = edge_bits(self.bound.automaton.pred)
         bits = np.full(self.n, np.iinfo(np.uint64).max, dtype=np.uint64)
         for (u, v), preds in self.pairs.by_pair.items():
+            alone = [p for p in preds if not p.uses_prev]  # (the others: checked per pair by the executor)
+            if not alone:
+                continue
+            if edge[(u, v)] >= PAIR_WORD_BITS:
+                continue  # no bit: indexed per pair (kernel_reach.checks_past_the_word)
             ok = np.ones(self.n, dtype=bool)
-            for p in preds:
-                if p.uses_prev:
-                    continue  # reads the earlier event: checked per pair by the executor
+            for p in alone:
                 ok &= truth(evaluate(p.expression, lambda role, attr: Val(*self.columns[attr])), self.n)
             bits[~ok] &= ~np.uint64(1 << edge[(u, v)])
         return bits
@@ -599,6 +602,8 @@ class Engine:
             reading = [p for p in preds if p.uses_prev]
             if not reading:
                 continue
+            if edge[(u, v)] >= PAIR_WORD_BITS:
+                return None  # no bit to fold it into: kept per event
             ok = np.ones(self.n, dtype=bool)
             for p in reading:
                 def env(role: str, attr: str, _prev=prev_row) -> Val:

@@ -34,6 +34,11 @@ were no faster.  The generated run (:mod:`~cogra.runtime.compiled.codegen.pane_l
 in the same order."""
 
 
+PAIR_WORD_BITS = 64
+"""Bits of an event's pair-check word (:func:`edge_bits`): edges numbered past it read no
+bit (:data:`cogra.analysis.kernel_reach.KERNEL_MAX_EDGES`)."""
+
+
 def edge_bits(pred: Sequence[Iterable[int]]) -> dict[tuple[int, int], int]:
     """Each automaton edge ``(u, v)`` (``u`` in ``pred[v]``) and its bit in a pair-check
     word: the edges numbered state by state, predecessors in ascending order -- the order

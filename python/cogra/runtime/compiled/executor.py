@@ -20,6 +20,7 @@ from cogra.runtime.arrow_arrays import empty, one_array
 from cogra.runtime.compiled.attribute_columns import float_columns
 from cogra.runtime.compiled.jit import njit
 
+from cogra.analysis.expressions import Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.runtime.compiled.channels import (
     OP_MAX,
@@ -38,8 +39,7 @@ from cogra.runtime.compiled.channels import (
 )
 
 MODES = {Executor.TYPE_GRAINED: 0, Executor.MIXED_GRAINED: 0, Executor.NEXT: 1, Executor.CONTIGUOUS: 2}
-from cogra.analysis.kernel_reach import KERNEL_MAX_EDGES  # noqa: E402
-from cogra.runtime.compiled.codes import edge_bits  # noqa: E402
+from cogra.analysis.kernel_reach import checks_past_the_word  # noqa: E402
 SPECIALIZE_MIN_EVENTS = 32_000_000
 """Runs over at least this many events (a window run's events, a ring run's positions)
 compile the kernel generated for the query's shape (:mod:`cogra.runtime.compiled.codegen`) in the foreground
@@ -87,12 +87,6 @@ class FastExecutor:
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
         self.nv = len(b.automaton.names)
-        edges = len(edge_bits(b.automaton.pred))
-        if edges > KERNEL_MAX_EDGES and engine.pairs.by_pair:
-            # (a pair bit per edge in one word; without predicates on adjacent events the
-            # kernels read none, and take automata of up to 64 states)
-            raise Unsupported(f"the pattern's automaton has {edges} edges, the compiled kernels take at most "
-                              f"{KERNEL_MAX_EDGES} with predicates on adjacent events")
         self.mode = MODES[executor]
         never_negative = self._never_negative_sums(engine, streaming)
         self.approximate = self._approximate_slots(engine.layout, never_negative)
@@ -123,8 +117,12 @@ class FastExecutor:
         prog = self.chan.program
         self.op_ptr = np.searchsorted(prog[:, 0], np.arange(self.nv + 1)).astype(np.int64)
         self._pair_ok: np.ndarray | None = None
-        self.kept = b.kept_variables
-        if self.kept and subs is not None:
+        self.past_the_word = checks_past_the_word(b)
+        """Edges past the pair word's 64 bits with predicates on the new event alone: indexed
+        per pair instead (a code per new event, every earlier event or none), which keeps
+        their earlier variables' events (:data:`cogra.runtime.compiled.codes.PAIR_WORD_BITS`)."""
+        self.kept = b.kept_variables | {u for u, _ in self.past_the_word}
+        if self.kept and subs is not None and not self.past_the_word:
             folded = engine.contiguous_pair_ok_bits(subs, self.pair_ok)
             if folded is not None:
                 self.pair_ok, self.kept = folded, frozenset()
@@ -140,7 +138,8 @@ class FastExecutor:
         (:mod:`cogra.runtime.compiled.crossing_predicates`): per pair, the ranks of ``h`` and,
         per new event, the rank ranges it takes and its code (``g_valid``)."""
         from cogra.runtime.compiled.aggregators.mixed_grained import pair_ranges, unique_inverse, value_bounds
-        from cogra.runtime.compiled.crossing_predicates import CROSS_ALL, guarded_ranges, mixed_ranges, split_crossing
+        from cogra.runtime.compiled.crossing_predicates import (CROSS_ALL, CROSS_NONE, guarded_ranges, mixed_ranges,
+                                                                split_crossing)
 
         eng = self.engine
         n, nv = eng.n, self.nv
@@ -148,7 +147,11 @@ class FastExecutor:
         flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid = ([] for _ in range(8))
         for (u, v), preds in eng.pairs.by_pair.items():
             reading = [p for p in preds if p.uses_prev]
+            alone = [p for p in preds if not p.uses_prev] if (u, v) in self.past_the_word else []
             if not reading:
+                if alone:
+                    self._index_alone(alone, flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid)
+                    self.pair_of[u, v] = len(flags) - 1
                 continue
             user = [p for p in reading if not p.guard]
             if len(user) > 1:
@@ -176,6 +179,8 @@ class FastExecutor:
                     lt, le = value_bounds(vals, g, ranks if same else None)
                     fl, a, bnd, eq, code = mixed_ranges(crossing, lt, le, m)
                     self.pair_all = self.pair_all or bool((code == CROSS_ALL).any())
+            if alone:  # (the new event's own check: where it fails, no earlier event)
+                code = np.where(self._alone_ok(alone), code, CROSS_NONE).astype(np.int8)
             self.pair_of[u, v] = len(flags)
             for out, x in zip((flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid),
                               (fl, m, ranks, hv, a, bnd, eq, code)):
@@ -196,6 +201,27 @@ class FastExecutor:
         owner[self.pair_of[us, vs]] = us
         self.live_i, self.live_f, self.live_x = (arr[owner] for arr in
                                                  (self.var_live_i, self.var_live_f, self.var_live_x))
+
+    def _alone_ok(self, alone: list) -> np.ndarray:
+        """Per row, whether it passes the predicates on the new event alone ``alone``."""
+        eng = self.engine
+        ok = np.ones(eng.n, dtype=bool)
+        for p in alone:
+            ok &= truth(evaluate(p.expression, lambda role, attr: Val(*eng.columns[attr])), eng.n)
+        return ok
+
+    def _index_alone(self, alone: list, *outs: list) -> None:
+        """An edge past the pair word whose only checks read the new event alone, as an
+        indexed pair: per new event, every earlier event (:data:`CROSS_ALL`) or none."""
+        from cogra.runtime.compiled.crossing_predicates import CROSS_ALL, CROSS_NONE
+
+        n = self.engine.n
+        ok = self._alone_ok(alone)
+        code = np.where(ok, CROSS_ALL, CROSS_NONE).astype(np.int8)
+        self.pair_all = self.pair_all or bool(ok.any())
+        zeros = np.zeros(n, np.int64)
+        for out, x in zip(outs, (0, 1, zeros, np.ones(n, bool), zeros, zeros, np.full(n, -1, np.int64), code)):
+            out.append(x)
 
     def _live_channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per variable: the channels a state of it can hold non-empty.

@@ -46,6 +46,14 @@ def _bit(bits, i):
     return (bits >> np.uint64(i)) & _ONE
 
 
+@njit(cache=True, inline="always")
+def _edge_ok(okb, p):
+    """Whether edge ``p``'s pair bit passes: edges numbered past the word's 64 bits carry
+    no check read as a bit (:func:`cogra.analysis.kernel_reach.edges_past_the_word`) and
+    always pass -- a shift by 64 or more is undefined."""
+    return p >= 64 or (okb >> np.uint64(p)) & _ONE != 0
+
+
 @njit(cache=True)
 def _reset(si, sf, sx, sr, x_is_min):
     si[:] = 0
@@ -182,7 +190,7 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
                 alive = True
             for p in range(pred_ptr[v], pred_ptr[v + 1]):
                 u = pred_idx[p]
-                if checked and _bit(okb, p) == 0:
+                if checked and not _edge_ok(okb, p):
                     continue  # (unchecked: no pair bit is read, so automata past 64 edges run too)
                 extended |= _ONE << np.uint64(u)
                 if sr[u]:

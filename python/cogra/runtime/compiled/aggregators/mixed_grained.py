@@ -39,6 +39,7 @@ from cogra.runtime.compiled.aggregators.coarse_grained import (
     _add_row,
     _bit,
     _contribute_row,
+    _edge_ok,
     _max_abs_row,
     _reset,
     _reset_row,
@@ -580,7 +581,7 @@ def run_mixed_windows(
                         alive = True
                     for pp in range(pred_ptr[v], pred_ptr[v + 1]):
                         u = pred_idx[pp]
-                        if _bit(okb, pp) == 0:
+                        if not _edge_ok(okb, pp):
                             continue
                         p = pair_of[u, v]
                         if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:

@@ -205,7 +205,11 @@ def _edge_block(s: Any, v: int) -> str:
     if not preds:
         return "U0"
     lo = edge_bits(s.preds)[(preds[0], v)]
-    return f"(pair_ok[e] >> np.uint64({lo})) & np.uint64({(1 << len(preds)) - 1})"
+    full = (1 << len(preds)) - 1
+    if lo >= 64:  # (edges past the word's 64 bits pass: coarse_grained._edge_ok)
+        return f"np.uint64({full})"
+    past = full & ~((1 << max(0, 64 - lo)) - 1)
+    return f"((pair_ok[e] >> np.uint64({lo})) | np.uint64({past})) & np.uint64({full})"
 
 
 def _loaded_in_place(lv: int, li: tuple, lf: tuple) -> dict:
@@ -606,7 +610,9 @@ def _row(w: Any, s: Any, v: int, live_i: tuple, live_f: tuple, tree_i: tuple, tr
         w("bi[nb, 0, slot] = U1")
     w("bf[nb, 0, slot] = 1.0")
     # (The pair's bit is read whether or not a predicate checks it, as the generic kernel does.)
-    w(f"if (pair_ok[e] >> np.uint64({edge_bits(s.preds)[(v, v)]})) & U1 and g_valid[0, rows[e]]:")
+    own_bit = edge_bits(s.preds)[(v, v)]
+    own_ok = f"(pair_ok[e] >> np.uint64({own_bit})) & U1" if own_bit < 64 else "True"
+    w(f"if {own_ok} and g_valid[0, rows[e]]:")
     with w.block():
         for t in trees:
             if t == 0:

@@ -243,7 +243,7 @@ def generate(shape: Shape) -> str:
                                 w("c_f0 = unit")
                                 w("c_r = True")
                         for u in s.preds[v]:
-                            cond = f"okb & B{edge[(u, v)]}" if (u, v) in s.pair_checks else "True"
+                            cond = f"okb & B{edge[(u, v)]}" if (u, v) in s.pair_checks and edge[(u, v)] < 64 else "True"
                             w(f"if {cond}:")
                             with w.block():
                                 if s.mode == 1:

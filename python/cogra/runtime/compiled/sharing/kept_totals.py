@@ -109,8 +109,8 @@ class RingShare:
 
 def shared_variable(fast: Any, engine: Any) -> int | None:
     """The variable whose totals the sub-streams of a group share, or None (see the module)."""
-    if not ENABLED or fast.mode != 0 or not fast.kept:
-        return None
+    if not ENABLED or fast.mode != 0 or not fast.kept or fast.kept != engine.bound.kept_variables:
+        return None  # (kept for checks past the pair word: windows may have been dropped)
     us, vs = np.nonzero(fast.pair_of >= 0)
     if len(us) != 1 or us[0] != vs[0]:
         return None

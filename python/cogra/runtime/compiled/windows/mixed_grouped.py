@@ -24,7 +24,7 @@ import numpy as np
 from cogra.runtime.compiled.jit import njit
 
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
-from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
+from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit, _edge_ok
 from cogra.runtime.compiled.aggregators.mixed_grained import _rank_block, _rank_buffers
 from cogra.runtime.compiled.codes import CROSS_ALL, USE_EQUAL, USE_PREFIX, USE_SUFFIX
 
@@ -215,7 +215,7 @@ def run_mixed_sliding(
                         alive = True
                     for pp in range(pred_ptr[v], pred_ptr[v + 1]):
                         u = pred_idx[pp]
-                        if _bit(okb, pp) == 0:
+                        if not _edge_ok(okb, pp):
                             continue
                         p = pair_of[u, v]
                         if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:

@@ -34,7 +34,7 @@ import numpy as np
 
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT, OP_SUM_INT
 from cogra.runtime.compiled.jit import NO_REFCOUNTS, njit
-from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit
+from cogra.runtime.compiled.aggregators.coarse_grained import RESCALE_ABOVE, _bit, _edge_ok
 from cogra.runtime.compiled.aggregators.mixed_grained import (
     _rank_buffers,
     _window_ranks,
@@ -339,8 +339,15 @@ def _fused_channels(s, live, coef, cnt, v, n, keep, u0, u1, n_src, p_lo, p_hi, p
 @njit(cache=True, inline="always")
 def _edge_block(okb, lo, hi):
     """The pair bits of edges ``lo .. hi-1`` (one state's predecessors: consecutive bits,
-    :func:`cogra.runtime.compiled.codes.edge_bits`), shifted to bit 0."""
-    m = okb >> np.uint64(lo)
+    :func:`cogra.runtime.compiled.codes.edge_bits`), shifted to bit 0; edges numbered past
+    the word's 64 bits pass (:func:`~cogra.runtime.compiled.aggregators.coarse_grained._edge_ok`)."""
+    all_ = np.uint64(0xFFFFFFFFFFFFFFFF)
+    if lo >= 64:
+        m = all_
+    else:
+        m = okb >> np.uint64(lo)
+        if hi > 64:
+            m |= ~(all_ >> np.uint64(lo))
     if hi - lo >= 64:
         return m
     return m & ((np.uint64(1) << np.uint64(hi - lo)) - np.uint64(1))
@@ -840,7 +847,7 @@ def _run_segments(
                         blank = False
                     for pp in range(pred_ptr[v], pred_ptr[v + 1]):
                         u = pred_idx[pp]
-                        if _bit(okb, pred_bit[pp]) == 0:
+                        if not _edge_ok(okb, pred_bit[pp]):
                             continue
                         p = pair_of[u, v]
                         if p >= 0 and g_valid[p, rows[e]] == CROSS_ALL:
