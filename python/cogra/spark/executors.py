@@ -101,19 +101,27 @@ def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
     try:
         reports = [ExecutorReport(*row) for row in probe_tasks(spark, n)]
     except Exception as err:  # noqa: BLE001 - a worker that could not start: say why and what to do
-        text = str(err)
-        missing = "No module named" in text or "ModuleNotFoundError" in text
-        first = next((line.strip() for line in text.splitlines() if "Error" in line), text.splitlines()[0] if text else "")
-        raise CograError(f"executors could not start a Python worker with cogra ({first[:300]}): "
-                         + (RECIPE if missing else "see the executors' logs")) from err
+        raise _could_not_start(err, "executors") from err
     for r in reports:
         if r.cogra is None:
             raise CograError(f"cogra is not importable on executor {r.host} (Python {r.python}: {r.error}): {RECIPE}")
         if r.cogra != cogra.__version__:
             raise CograError(f"executor {r.host} runs cogra {r.cogra}, the driver {cogra.__version__}: "
                              f"results could differ; {RECIPE}")
-    _first_query(spark)  # (after the checks: on an executor without cogra it would fail obscurely)
+    try:
+        _first_query(spark)  # (after the checks: on an executor without cogra it would fail obscurely)
+    except Exception as err:  # noqa: BLE001 - the driver's analysis worker runs spark.pyspark.python too
+        raise _could_not_start(err, "the driver") from err
     return reports
+
+
+def _could_not_start(err: Exception, where: str) -> CograError:
+    """``err`` of a Python worker that could not start, as what to do about it."""
+    text = str(err)
+    missing = "No module named" in text or "ModuleNotFoundError" in text
+    first = next((line.strip() for line in text.splitlines() if "Error" in line), text.splitlines()[0] if text else "")
+    return CograError(f"{where} could not start a Python worker with cogra ({first[:300]}): "
+                      + (RECIPE if missing else "see the executors' logs"))
 
 
 WARM_UP = ("SELECT * FROM MATCH_TREND(TABLE(SELECT /*+ REPARTITION({n}) */ id * 100 AS time, "

@@ -523,7 +523,7 @@ class FastExecutor:
         the window kernels (generic, sliding, generated), which take an empty array for all
         ones: they get one where the query's shape has no pair checks, instead of a gather
         over every position (~4 ms per 1M events; ~40 ms over fresh memory), and then read
-        no pair bit at all (automata of more than 64 edges)."""
+        no pair bit at all."""
         if not self.shape().pair_checks:
             return _NO_PAIR_OK
         return self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
