@@ -134,3 +134,41 @@ def test_nothing_below_the_front_door_imports_it() -> None:
     below = [m for m in modules if m.startswith(("cogra.language", "cogra.analysis", "cogra.runtime"))]
     assert "cogra.runtime.online" in below and "cogra.runtime.slices" in below
     assert [m for m in below if "cogra.api" in graph[m]] == []
+
+
+PLANNING_ONLY = r"""
+import sys
+import pyarrow as pa
+import cogra
+import cogra.spark.udtf as udtf
+from cogra.examples import Q1
+
+schema = pa.schema([("time", pa.int64()), ("type", pa.string()), ("patient", pa.string()),
+                    ("rate", pa.float64()), ("activity", pa.string())])
+cogra.result_schema(Q1, schema, type_column=None, time_column="time")
+udtf.plain_group_keys(Q1)
+assert udtf.pushdown(Q1, schema, None, "time")[1]
+assert "kernels    compiled" in cogra.explain(Q1)
+udtf._stream_columns(Q1, schema, schema.names, None, "time")
+print(sorted(m for m in sys.modules if m == "numba" or m.startswith(("numba.", "cogra.runtime.compiled.executor"))))
+"""
+
+
+def test_a_process_that_only_plans_never_imports_numba() -> None:
+    """A Spark driver's UDTF analysis (a Python worker: no warm start) parses, binds and
+    types a query, its pushdown and stream columns: none of it needs the kernels' modules,
+    whose import (numba's, ~0.6 s) would sit in front of every new application's first
+    query.  The names that do need them load on first use (``cogra.evaluate_batches``)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHON_WORKER_FACTORY_SECRET": "x"}
+    done = subprocess.run([sys.executable, "-c", PLANNING_ONLY], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=PACKAGE.parents[1])
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split("\n")[-2] == "[]", done.stdout
+    lazy = subprocess.run([sys.executable, "-c", "import cogra, sys; cogra.evaluate_batches; "
+                           "print('numba' in sys.modules, cogra.OnlineEvaluation.__module__)"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert lazy.stdout.split() == ["True", "cogra.runtime.online"], lazy.stdout + lazy.stderr[-2000:]

@@ -11,7 +11,6 @@ import sqlglot.expressions as exp
 from cogra.analysis.binding import bind
 from cogra.language.ast import Query, Semantics
 from cogra.language.limits import with_recursion_room
-from cogra.runtime.compiled.codegen.background import compiles_after_the_call
 from cogra.runtime.evaluation import (  # noqa: F401 - re-exported: the front door's names
     MAX_WINDOWS_PER_EVENT,
     as_table,
@@ -66,6 +65,8 @@ def evaluate(
         raise ValueError(f"on_overflow must be one of {ON_OVERFLOW}, not {on_overflow!r}")
     # The whole call counts as running from here (analysis and row preparation included):
     # the warm start holds back kernels no call asked for, background compiles pause.
+    from cogra.runtime.compiled.codegen.background import compiles_after_the_call
+
     with compiles_after_the_call():
         return evaluate_table(query, events, type_column, time_column, on_overflow, compiled, max_windows_per_event)
 

@@ -1,6 +1,8 @@
 """Evaluating a query over a table, below the front door (:mod:`cogra.api`, which
 re-exports these): parsing and planning once per text and schema, the output schema, the
-windows-per-event limit, and one evaluation through the engine.  The streaming evaluator
+windows-per-event limit, a stream's need of WITHIN, and one evaluation through the engine
+(imported on the first evaluation: a process that only plans, as a Spark driver's UDTF
+analysis, never loads the kernels' modules).  The streaming evaluator
 (:mod:`cogra.runtime.online`) and the time slices (:mod:`cogra.runtime.slices`) use them
 from here, so nothing below the front door imports it."""
 
@@ -16,15 +18,21 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 
 from cogra.analysis.binding import DEFAULT_TYPE_COLUMN, BoundQuery, bind
 from cogra.analysis.plan import Plan
-from cogra.errors import CograDataWarning, DataError
+from cogra.errors import CograDataWarning, DataError, QueryError
 from cogra.language.ast import Aggregate, AttrRef, Query
 from cogra.language.limits import with_recursion_room
-from cogra.runtime.engine import Engine
 from cogra.runtime.output import result_type, window_type
 
 
 MAX_WINDOWS_PER_EVENT = 100_000
 """The default of ``max_windows_per_event`` (Spark: ``spark.cogra.maxWindowsPerEvent``)."""
+
+
+def require_window(q: Query) -> None:
+    """A streamed query needs WITHIN (SEMANTICS.md section 10)."""
+    if q.window is None:
+        raise QueryError("a streaming query needs WITHIN: without it its one window never "
+                         "closes, and nothing could ever be emitted", q.text, q.pattern.span)
 
 
 def check_windows_per_event(q: Query, limit: int) -> None:
@@ -117,6 +125,8 @@ def evaluate_table(query: str | Query, events: Any, type_column: str | None, tim
     table = as_table(events)
     p = plan(query, table.schema, type_column=type_column, time_column=time_column)
     check_windows_per_event(p.bound.query, max_windows_per_event)
+    from cogra.runtime.engine import Engine  # (the kernels' modules: not for a process that only plans)
+
     engine = Engine(p, table, fast=compiled)
     counters = engine.counters
     skipped = counters["rows_null_time"] + counters["rows_null_type"]
@@ -158,4 +168,4 @@ def output_schema(bound: BoundQuery) -> pa.Schema:
 
 
 __all__ = ["MAX_WINDOWS_PER_EVENT", "as_table", "assumed_schema", "check_windows_per_event", "evaluate_table",
-           "output_schema", "parse", "plan", "result_schema"]
+           "output_schema", "parse", "plan", "require_window", "result_schema"]

@@ -45,7 +45,8 @@ from cogra.analysis.identity import query_identity
 from cogra.errors import CheckpointError, CograDataWarning, DataError, QueryError
 from cogra.language.ast import Query
 from cogra.language.limits import with_recursion_room
-from cogra.runtime.evaluation import MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate_table, plan, result_schema
+from cogra.runtime.evaluation import (MAX_WINDOWS_PER_EVENT, check_windows_per_event, evaluate_table, plan,
+                                      require_window, result_schema)
 from cogra.runtime.output import ON_OVERFLOW
 from cogra.runtime.slices import NULL_TIME, WindowSlices
 from cogra.runtime.stream import StreamEvaluation, unsupported_reason, values_may_stop
@@ -54,13 +55,6 @@ SNAPSHOT_FORMAT = 3
 SNAPSHOT_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 READABLE_FORMATS = (2, 3)  # 2: without the query's identity
 STATE_KINDS = ("auto", "carried", "held")
-
-
-def require_window(q: Any) -> None:
-    """A streamed query needs WITHIN (SEMANTICS.md section 10)."""
-    if q.window is None:
-        raise QueryError("a streaming query needs WITHIN: without it its one window never "
-                         "closes, and nothing could ever be emitted", q.text, q.pattern.span)
 
 
 def state_kind(p: Any) -> str:

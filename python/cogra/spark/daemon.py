@@ -12,6 +12,7 @@ def _load(kernels: bool) -> None:
         import cogra.spark.udtf  # noqa: F401 - what a worker unpickles first
 
         if kernels:
+            import cogra.runtime.online  # noqa: F401 - and the engine, slices, stream: what tasks run
             from cogra import warmup
             from cogra.runtime import kernel_bundle
 

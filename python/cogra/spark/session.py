@@ -18,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cogra.api import parse
-from cogra.runtime.online import require_window
+from cogra.runtime.evaluation import require_window
 from cogra.spark.extension import EXTENSION, has_extension
 from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF, sql_string
 

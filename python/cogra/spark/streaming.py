@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import pyarrow as pa
 from pyspark.sql.streaming import StatefulProcessor
 
-from cogra.runtime.online import require_window
+from cogra.runtime.evaluation import require_window
 from cogra.spark.stream_packing import PAYLOAD, read_payload
 from cogra.spark.stream_rows import exact_pandas, rows_from_pandas, wire_sql
 from cogra.spark.event_time import OFFSET_SECONDS, check_event_times, delay_seconds, event_time_sql, timer_ms, watermark_in_time_units

@@ -53,7 +53,6 @@ from pyspark.sql.udtf import (
 import cogra
 from cogra.errors import CograDataWarning, CograError, DataError
 from cogra.language.ast import AttrRef, Query, Span
-from cogra.runtime.slices import WindowSlices
 from cogra.spark.worker_heap import retain_freed_memory
 
 FUNCTION_NAME = "MATCH_TREND"
@@ -258,7 +257,7 @@ def analyze_call(
     if filter_sql:
         select.append(SelectedColumn(f"({filter_sql})", alias=FILTER_ALIAS))
     if delay is not None:  # a stream's event time, for Spark's watermark (cogra.spark.event_time)
-        from cogra.runtime.online import require_window
+        from cogra.runtime.evaluation import require_window
         from cogra.spark.event_time import delay_seconds, event_time_sql
 
         try:
@@ -864,6 +863,7 @@ def partition_route(result: CograAnalyzeResult, query: str | Query, schema: pa.S
     """(the route for a partition whose batches have ``schema``, its StreamEvaluation when
     streamed).  ``query``: what the engine evaluates (:func:`with_partition_keys`);
     ``sorted_by``: the columns the shim sorted the partition by, before time."""
+    from cogra.runtime.slices import WindowSlices
     from cogra.runtime.stream import StreamEvaluation, unsupported_reason
 
     if settings.route in ("auto", "streamed") and streaming_enabled():
@@ -940,6 +940,8 @@ def make_map_function(analyze_result: bytes, options: str):
             return
         slices = None
         if route is Route.SLICED:
+            from cogra.runtime.slices import WindowSlices
+
             slices = WindowSlices.of(result.query, first.schema, _resolve(result.time_column, first.schema.names))
         chunks = _ChunkedEvaluator(evaluator, keys, chunk_rows=settings.chunk_rows, slices=slices,
                                    slice_rows=slice_rows, max_group_rows=settings.max_group_rows)
