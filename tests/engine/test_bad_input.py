@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 
 import cogra
-import cogra.runtime.evaluation
+import cogra.runtime.engine
 from cogra.datasets import events
 from cogra.reference import evaluate_reference
 from tests.compare import assert_same_result
@@ -44,7 +44,7 @@ def no_data_processing(monkeypatch):
         def __init__(self, *args, **kwargs):
             raise AssertionError("the engine was started; the error should have come before any data")
 
-    monkeypatch.setattr(cogra.runtime.evaluation, "Engine", Forbidden)
+    monkeypatch.setattr(cogra.runtime.engine, "Engine", Forbidden)  # (evaluation imports it per call)
 
 
 def test_the_guard_catches_a_started_engine(no_data_processing) -> None:

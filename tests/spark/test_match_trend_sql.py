@@ -587,7 +587,9 @@ def test_key_groups_evaluated_in_time_slices_equal_the_whole_table(name, slice_r
     result = udtf_module.CograAnalyzeResult(
         schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)), query=query,
         key_columns=("sector",))
-    slices = udtf_module.WindowSlices.of(query, table.schema, "time")
+    from cogra.runtime.slices import WindowSlices
+
+    slices = WindowSlices.of(query, table.schema, "time")
     assert (slices is None) == (name == "no window")
     evaluator = udtf_module._Evaluator(result, "error")
     calls = []
