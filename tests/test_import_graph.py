@@ -140,16 +140,17 @@ PLANNING_ONLY = r"""
 import sys
 import pyarrow as pa
 import cogra
-import cogra.spark.udtf as udtf
+import cogra.spark.udtf  # noqa: F401 - what Spark's analysis worker unpickles
+import cogra.spark.udtf_analysis as udtf_analysis
 from cogra.examples import Q1
 
 schema = pa.schema([("time", pa.int64()), ("type", pa.string()), ("patient", pa.string()),
                     ("rate", pa.float64()), ("activity", pa.string())])
 cogra.result_schema(Q1, schema, type_column=None, time_column="time")
-udtf.plain_group_keys(Q1)
-assert udtf.pushdown(Q1, schema, None, "time")[1]
+udtf_analysis.plain_group_keys(Q1)
+assert udtf_analysis.pushdown(Q1, schema, None, "time")[1]
 assert "kernels    compiled" in cogra.explain(Q1)
-udtf._stream_columns(Q1, schema, schema.names, None, "time")
+udtf_analysis._stream_columns(Q1, schema, schema.names, None, "time")
 print(sorted(m for m in sys.modules if m == "numba" or m.startswith(("numba.", "cogra.runtime.compiled.executor"))))
 """
 

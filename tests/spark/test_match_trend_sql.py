@@ -18,6 +18,8 @@ pytest.importorskip("pyspark")
 import cogra  # noqa: E402
 from cogra.examples import EXAMPLES  # noqa: E402
 from cogra.spark import udtf as udtf_module  # noqa: E402
+from cogra.spark import udtf_analysis  # noqa: E402
+from cogra.spark import udtf_routing  # noqa: E402
 
 STOCK_QUERY = """
   RETURN sector, A.company, B.company, AVG(B.price)
@@ -413,7 +415,7 @@ def test_a_key_group_past_the_row_limit_fails_naming_the_limit(spark, stock):
     spark.cogra.worker.maxGroupRows the task fails with a DataError that names the group,
     the limit and the ways out (not a worker out of memory)."""
     query = "RETURN sector, COUNT(*) PATTERN Stock A+ WHERE A.price > NEXT(A).price GROUP-BY sector"
-    spark.conf.set(udtf_module.GROUP_ROWS_SETTING, "10")
+    spark.conf.set(udtf_routing.GROUP_ROWS_SETTING, "10")
     spark.conf.set("spark.sql.ansi.enabled", "false")
     try:
         with pytest.raises(Exception) as info:
@@ -421,12 +423,12 @@ def test_a_key_group_past_the_row_limit_fails_naming_the_limit(spark, stock):
         message = str(info.value)
         assert "cogra.errors.DataError: MATCH_TREND: key group {'sector':" in message
         assert "holds more than 10 rows" in message and "SET spark.cogra.worker.maxGroupRows=N" in message
-        spark.conf.set(udtf_module.WINDOWS_SETTING, "10")
+        spark.conf.set(udtf_routing.WINDOWS_SETTING, "10")
         with pytest.raises(Exception, match="puts every event in 60 windows, more than the limit of 10"):
             spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(STOCK_QUERY)})").collect()
     finally:
-        spark.conf.unset(udtf_module.GROUP_ROWS_SETTING)
-        spark.conf.unset(udtf_module.WINDOWS_SETTING)
+        spark.conf.unset(udtf_routing.GROUP_ROWS_SETTING)
+        spark.conf.unset(udtf_routing.WINDOWS_SETTING)
         spark.conf.set("spark.sql.ansi.enabled", "true")
 
 
@@ -434,7 +436,7 @@ def test_a_key_group_past_the_row_limit_fails_naming_the_limit(spark, stock):
 def test_bad_worker_settings_fail_at_analysis(spark, stock):
     from pyspark.errors import AnalysisException
 
-    for key, value in ((udtf_module.ROUTE_SETTING, "fastest"), (udtf_module.SLICE_ROWS_SETTING, "0")):
+    for key, value in ((udtf_routing.ROUTE_SETTING, "fastest"), (udtf_routing.SLICE_ROWS_SETTING, "0")):
         spark.conf.set(key, value)
         try:
             with pytest.raises(AnalysisException, match=key.replace(".", r"\.")):
@@ -498,7 +500,7 @@ def test_pushdown_into_a_dsv2_scan(spark, tmp_path_factory):
     spark.createDataFrame(table).write.parquet(path)
     query = "RETURN sector, COUNT(*) PATTERN SEQ(Stock A, Stock B) WHERE A.price > 10 " \
         "GROUP-BY sector WITHIN 1 minute"
-    columns, filter_sql = udtf_module.pushdown(query, table.schema, "type", "time")
+    columns, filter_sql = udtf_analysis.pushdown(query, table.schema, "type", "time")
     assert "unused_payload" not in columns
     previous = spark.conf.get("spark.sql.sources.useV1SourceList")
     spark.conf.set("spark.sql.sources.useV1SourceList", "")  # parquet through DataSource V2
@@ -535,8 +537,8 @@ def test_key_boundaries_treat_null_and_nan_as_values():
 def test_chunked_evaluation_equals_whole_table(chunk_rows):
     table = stock_table(500, seed=2)
     table = table.sort_by([("sector", "ascending"), ("time", "ascending")])
-    result = udtf_module.CograAnalyzeResult(
-        schema=udtf_module._spark_schema(cogra.result_schema(SIMPLE_QUERY, table.schema)),
+    result = udtf_analysis.CograAnalyzeResult(
+        schema=udtf_analysis._spark_schema(cogra.result_schema(SIMPLE_QUERY, table.schema)),
         query=SIMPLE_QUERY,
         key_columns=("sector",),
     )
@@ -584,8 +586,8 @@ def test_key_groups_evaluated_in_time_slices_equal_the_whole_table(name, slice_r
     order = np.lexsort([np.asarray(table.column("time").is_valid().to_numpy(zero_copy_only=False)),
                         table.column("sector").to_numpy(zero_copy_only=False)])
     table = table.take(pa.array(order))  # as Spark sorts: by sector, then time with NULLs first
-    result = udtf_module.CograAnalyzeResult(
-        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)), query=query,
+    result = udtf_analysis.CograAnalyzeResult(
+        schema=udtf_analysis._spark_schema(cogra.result_schema(query, table.schema)), query=query,
         key_columns=("sector",))
     from cogra.runtime.slices import WindowSlices
 
@@ -625,10 +627,10 @@ def test_key_groups_evaluated_in_time_slices_equal_the_whole_table(name, slice_r
     (None, 2, None),
 ])
 def test_task_slots_from_the_session_settings(settings, processors, slots):
-    assert udtf_module.task_slots(settings, processors) == slots
+    assert udtf_routing.task_slots(settings, processors) == slots
     spare = slots is not None and processors >= 2 * slots
-    want = udtf_module.SPARE_PROCESSOR_SLICE_ROWS if spare else udtf_module.SLICE_ROWS
-    assert udtf_module.slice_rows_for(settings, processors) == want
+    want = udtf_routing.SPARE_PROCESSOR_SLICE_ROWS if spare else udtf_routing.SLICE_ROWS
+    assert udtf_routing.slice_rows_for(settings, processors) == want
 
 
 def test_the_shim_passes_the_session_settings(spark):
@@ -636,7 +638,7 @@ def test_the_shim_passes_the_session_settings(spark):
     settings = json.loads(spark._jvm.org.apache.spark.sql.cogra.MatchTrend.executorSettings())
     assert settings == {"master": spark.sparkContext.master, "executor_cores": None,
                         "task_cpus": spark.conf.get("spark.task.cpus", None)}
-    assert udtf_module.task_slots(settings, udtf_module.available_processors()) == 2  # local[2]
+    assert udtf_routing.task_slots(settings, udtf_routing.available_processors()) == 2  # local[2]
 
 
 @pytest.mark.parametrize("processors", [1, 2])
@@ -648,14 +650,14 @@ def test_a_spare_processor_slices_open_groups(processors, monkeypatch):
     query = STOCK_QUERY
     table = datasets.stock(n_events=2400, seed=2, rate=0.3)  # ~2 hours: 10-minute windows complete
     table = table.sort_by([("sector", "ascending"), ("time", "ascending")])
-    result = udtf_module.CograAnalyzeResult(
-        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)),
+    result = udtf_analysis.CograAnalyzeResult(
+        schema=udtf_analysis._spark_schema(cogra.result_schema(query, table.schema)),
         query=query, key_columns=("sector",),
     )
-    monkeypatch.setattr(udtf_module, "available_processors", lambda: processors)
-    monkeypatch.setattr(udtf_module, "SPARE_PROCESSOR_SLICE_ROWS", 60)
+    monkeypatch.setattr(udtf_routing, "available_processors", lambda: processors)
+    monkeypatch.setattr(udtf_routing, "SPARE_PROCESSOR_SLICE_ROWS", 60)
     monkeypatch.setattr(udtf_module, "SLICE_SECONDS", 0.0)  # the pace's least rows, whatever the engine's speed
-    monkeypatch.setenv(udtf_module.STREAMING_ENV, "0")
+    monkeypatch.setenv(udtf_routing.STREAMING_ENV, "0")
     sliced = []
     real = udtf_module._ChunkedEvaluator._slice_open_group
 
@@ -695,8 +697,8 @@ def test_slice_pace_holds_what_the_engine_evaluates_in_slice_seconds(monkeypatch
         costly.record(8192, 0.0008)
     assert costly.slice_rows() > 20_000
     # The chunked evaluator takes its slices' size from the pace.
-    result = udtf_module.CograAnalyzeResult(
-        schema=udtf_module._spark_schema(cogra.result_schema(STOCK_QUERY, stock_table(10).schema)),
+    result = udtf_analysis.CograAnalyzeResult(
+        schema=udtf_analysis._spark_schema(cogra.result_schema(STOCK_QUERY, stock_table(10).schema)),
         query=STOCK_QUERY, key_columns=("sector",))
     chunks = udtf_module._ChunkedEvaluator(udtf_module._Evaluator(result, "null", pace=pace), ["sector"])
     assert chunks.slice_rows == 32768 and chunks.slice_at == 32768
@@ -710,8 +712,8 @@ def test_partition_function_freezes_the_live_heap():
 
     query = "RETURN sector, COUNT(*) PATTERN Stock A+ WHERE [sector] GROUP-BY sector WITHIN 2 minutes"
     table = stock_table(200, seed=1).sort_by([("sector", "ascending"), ("time", "ascending")])
-    result = udtf_module.CograAnalyzeResult(
-        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)),
+    result = udtf_analysis.CograAnalyzeResult(
+        schema=udtf_analysis._spark_schema(cogra.result_schema(query, table.schema)),
         query=query, key_columns=("sector",),
     )
     gc.unfreeze()
@@ -749,16 +751,16 @@ def test_partition_function_streams_when_it_can(query, streams, monkeypatch):
 
     monkeypatch.setattr(stream_module.StreamEvaluation, "__init__", spy)
     table = stock_table(800, seed=3).sort_by([("sector", "ascending"), ("time", "ascending")])
-    result = udtf_module.CograAnalyzeResult(
-        schema=udtf_module._spark_schema(cogra.result_schema(query, table.schema)),
+    result = udtf_analysis.CograAnalyzeResult(
+        schema=udtf_analysis._spark_schema(cogra.result_schema(query, table.schema)),
         query=query, key_columns=("sector",),
     )
-    monkeypatch.setenv(udtf_module.STREAMING_ENV, "1")
-    options = {"on_overflow": "null", "settings": {udtf_module.CHUNK_ROWS_SETTING: "100"}}  # several pushes
+    monkeypatch.setenv(udtf_routing.STREAMING_ENV, "1")
+    options = {"on_overflow": "null", "settings": {udtf_routing.CHUNK_ROWS_SETTING: "100"}}  # several pushes
     run = udtf_module.make_map_function(pickle.dumps(result), json.dumps(options))
     out = list(run(iter(table.to_batches(max_chunksize=53))))
     assert created == ([("sector",)] if streams else [])
-    monkeypatch.setenv(udtf_module.STREAMING_ENV, "0")
+    monkeypatch.setenv(udtf_routing.STREAMING_ENV, "0")
     created.clear()
     assert list(run(iter(table.to_batches(max_chunksize=53)))) and created == []
     got = pa.Table.from_batches(out) if out else None

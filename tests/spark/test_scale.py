@@ -21,7 +21,7 @@ Each case runs under one combination of
 and its rows must equal ``cogra.evaluate``'s (on_overflow ``null``, as Spark's non-ANSI
 mode: unwindowed sub-streams of 1,250 events count past 2**63).
 ``test_the_cases_reach_every_route`` checks, with the worker's own decision
-(``udtf.partition_route``), that the default cases reach every route.
+(``udtf_routing.partition_route``), that the default cases reach every route.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ from pyspark.sql.types import StructType  # noqa: E402
 
 import cogra  # noqa: E402
 from cogra.spark import udtf  # noqa: E402
+from cogra.spark import udtf_analysis  # noqa: E402
+from cogra.spark import udtf_routing  # noqa: E402
 from tests.spark.rows import group_by_g, same_rows, sort_key, sql_literal  # noqa: E402
 from tests.strategies import queries  # noqa: E402
 
@@ -56,7 +58,7 @@ COLUMNS = ("type", "time", "v", "w", "g", "k", "h", "p")
 SHUFFLE_PARTITIONS = (1, 3, 8)
 ROUTES = ("auto", "chunked", "sliced", "streamed")
 #: Forced routes evaluate in small chunks and slices, so that a task makes many calls.
-FORCED = {udtf.CHUNK_ROWS_SETTING: "3000", udtf.SLICE_ROWS_SETTING: "400"}
+FORCED = {udtf_routing.CHUNK_ROWS_SETTING: "3000", udtf_routing.SLICE_ROWS_SETTING: "400"}
 DEFAULT_PER_COMBINATION = 2
 SLOW_PER_COMBINATION = 6
 
@@ -165,7 +167,7 @@ def scale_conf(spark):
         "spark.sql.adaptive.coalescePartitions.enabled": "false",
         "spark.sql.execution.arrow.maxRecordsPerBatch": "1000",
     }
-    keys = [*base, "spark.sql.shuffle.partitions", udtf.ROUTE_SETTING, *FORCED]
+    keys = [*base, "spark.sql.shuffle.partitions", udtf_routing.ROUTE_SETTING, *FORCED]
     previous = {k: spark.conf.get(k, None) for k in keys}
     for k, v in base.items():
         spark.conf.set(k, v)
@@ -191,7 +193,7 @@ def run_combination(spark, cases: list[ScaleCase]) -> int:
     many cases have no result rows."""
     first = cases[0]
     spark.conf.set("spark.sql.shuffle.partitions", str(first.shuffle_partitions))
-    spark.conf.set(udtf.ROUTE_SETTING, first.route)
+    spark.conf.set(udtf_routing.ROUTE_SETTING, first.route)
     for k, v in FORCED.items():
         if first.route == "auto":
             spark.conf.unset(k)
@@ -268,13 +270,13 @@ def test_the_cases_reach_every_route():
             schema = case.table.select([c for c in COLUMNS if c != "p" or case.partition_by]).schema
             keys = ["p"] if case.partition_by else []
             query = udtf.with_partition_keys(case.query, keys)
-            result = udtf.CograAnalyzeResult(schema=StructType(), query=case.query,
-                                             key_columns=udtf.plain_group_keys(case.query))
-            settings_ = udtf.WorkerSettings.of({udtf.ROUTE_SETTING: case.route, **FORCED})
-            route, _ = udtf.partition_route(result, query, schema, settings_,
+            result = udtf_analysis.CograAnalyzeResult(schema=StructType(), query=case.query,
+                                             key_columns=udtf_analysis.plain_group_keys(case.query))
+            settings_ = udtf_routing.WorkerSettings.of({udtf_routing.ROUTE_SETTING: case.route, **FORCED})
+            route, _ = udtf_routing.partition_route(result, query, schema, settings_,
                                             sorted_by=[*keys, *result.key_columns], on_overflow="null")
             reached.add(route)
-    assert reached == set(udtf.Route)
+    assert reached == set(udtf_routing.Route)
     cases = [c for g in DEFAULT for c in g]
     assert any(c.partition_by for c in cases) and not all(c.partition_by for c in cases)
     assert any("GROUP-BY g" in c.query for c in cases)

@@ -131,7 +131,7 @@ def plan_frame(spark: Any, plan: str, name: str, source: Any) -> Any:
 
 
 def _arrow(schema: Any) -> Any:
-    from cogra.spark.udtf import _arrow_schema
+    from cogra.spark.udtf_analysis import _arrow_schema
 
     return _arrow_schema(schema)
 

@@ -13,7 +13,7 @@ evaluated again with the next one, the windows cut by a slice's ends are compute
 dropped, and each slice is one more call of the engine.  In slices of 8k rows (q3's 20k-row
 sectors), meant to let the engine work while the JVM sends the rest of a group, the
 workers' CPU per query rose from 0.30 to 0.38-0.40 s and MATCH_TREND was no faster on one
-core and slower on two; so slices are as large as the chunks (``udtf.SLICE_ROWS``).
+core and slower on two; so slices are as large as the chunks (``udtf_routing.SLICE_ROWS``).
 
 Integral windows only (integer or timestamp time, whole sizes): their starts are exact
 int64 multiples of the slide, as the engine enumerates them.  A stream

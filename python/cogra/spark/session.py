@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from cogra.api import parse
 from cogra.runtime.evaluation import require_window
 from cogra.spark.extension import EXTENSION, has_extension
-from cogra.spark.udtf import FUNCTION_NAME, MatchTrendNullOnOverflowUDTF, MatchTrendUDTF, sql_string
+from cogra.spark.udtf import MatchTrendNullOnOverflowUDTF, MatchTrendUDTF
+from cogra.spark.udtf_analysis import FUNCTION_NAME, sql_string
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession

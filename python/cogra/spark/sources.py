@@ -70,7 +70,7 @@ def rows_between(name: str, first: int, end: int, seed: int, start: int) -> Iter
 
 
 def _spark_schema(name: str) -> Any:
-    from cogra.spark.udtf import _spark_schema as convert
+    from cogra.spark.udtf_analysis import _spark_schema as convert
 
     return convert(block(name, 0, 0, DEFAULT_START).schema)
 

@@ -86,7 +86,7 @@ class GroupQuery:
         import json
         import pickle
 
-        from cogra.spark.udtf import CograAnalyzeResult
+        from cogra.spark.udtf_analysis import CograAnalyzeResult
 
         result = pickle.loads(analyze_result)
         if not isinstance(result, CograAnalyzeResult):
@@ -161,7 +161,7 @@ def match_trend_stream(df: "DataFrame", query: str, *, watermark: str | None, ty
     import cogra
     from pyspark.sql import functions as F
 
-    from cogra.spark.udtf import _arrow_schema, _spark_schema, plain_group_keys
+    from cogra.spark.udtf_analysis import _arrow_schema, _spark_schema, plain_group_keys
 
     q = cogra.parse(query)
     require_window(q)

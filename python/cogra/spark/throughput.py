@@ -154,23 +154,23 @@ def passthrough_frame(spark: "SparkSession", path: Path, query: str,
     """
     from pyspark.sql import functions as F
 
-    from cogra.spark import udtf
+    from cogra.spark import udtf_analysis as analysis
 
     df = spark.read.parquet(str(path))
-    schema = udtf._arrow_schema(df.schema)
-    keys = [udtf._resolve(k, schema.names) for k in udtf.plain_group_keys(query)]
-    columns, filter_sql = udtf.pushdown(query, schema, type_column, time_column)
-    time_name = udtf._resolve(time_column, schema.names)
+    schema = analysis._arrow_schema(df.schema)
+    keys = [analysis._resolve(k, schema.names) for k in analysis.plain_group_keys(query)]
+    columns, filter_sql = analysis.pushdown(query, schema, type_column, time_column)
+    time_name = analysis._resolve(time_column, schema.names)
     selected: list[str] = []
     for c in (*keys, time_name, *columns):
-        c = udtf._resolve(c, schema.names)
+        c = analysis._resolve(c, schema.names)
         if c in schema.names and c not in selected:
             selected.append(c)
     if filter_sql:
         df = df.where(F.expr(filter_sql))
-    df = df.select(*[F.col(udtf.quote_identifier(c)) for c in selected])
-    df = df.repartition(*[F.col(udtf.quote_identifier(k)) for k in keys]) if keys else df.repartition(1)
-    df = df.sortWithinPartitions(*[F.col(udtf.quote_identifier(c)) for c in (*keys, time_name)])
+    df = df.select(*[F.col(analysis.quote_identifier(c)) for c in selected])
+    df = df.repartition(*[F.col(analysis.quote_identifier(k)) for k in keys]) if keys else df.repartition(1)
+    df = df.sortWithinPartitions(*[F.col(analysis.quote_identifier(c)) for c in (*keys, time_name)])
 
     def identity(batches):
         yield from batches

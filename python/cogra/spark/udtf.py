@@ -15,11 +15,12 @@ Two routes lead here, and both end in :func:`cogra.evaluate` on Arrow data:
   requests, and feeds each partition's Arrow batches to :meth:`MatchTrendUDTF.eval`;
   :meth:`MatchTrendUDTF.terminate` evaluates the partition.
 
-``analyze`` fixes the output schema without reading data, so a query that does not parse
-or names a missing column fails at analysis, before any job, with cogra's message (line,
-column and a caret).  It also asks for the columns the query reads and for a filter that
-every usable row passes (from :func:`cogra.pushdown`), so the scan below the TABLE
-argument reads less.
+This module is the worker: the two entry points Spark names (the shim's
+``PythonModule``) and the evaluation of a task's partition -- chunked, sliced or
+streamed, with its task report.  ``analyze`` is :mod:`cogra.spark.udtf_analysis` (the
+output schema, pushdown, partitioning; it imports no kernel module, as a driver's
+analysis worker needs), and which route a partition takes, with the settings the shim
+hands the tasks, is :mod:`cogra.spark.udtf_routing`.
 """
 
 from __future__ import annotations
@@ -30,278 +31,40 @@ import itertools
 import json
 import os
 import pickle
-import re
 import time
 import warnings
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.errors import PySparkValueError
-from pyspark.sql.types import StructField, StructType
-from pyspark.sql.udtf import (
-    AnalyzeArgument,
-    AnalyzeResult,
-    OrderingColumn,
-    PartitioningColumn,
-    SelectedColumn,
-)
+from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 import cogra
 from cogra.errors import CograDataWarning, CograError, DataError
 from cogra.language.ast import AttrRef, Query, Span
-from cogra.spark.worker_heap import retain_freed_memory
-
-FUNCTION_NAME = "MATCH_TREND"
-#: Alias of the pushed-down row filter among the selected input columns; the shim turns it
-#: into a Filter below the scan's projection, the plain UDTF route filters rows with it.
-FILTER_ALIAS = "__cogra_filter__"
-#: Prefix of the columns the shim adds for a user's ``PARTITION BY`` expressions.
-KEY_PREFIX = "__cogra_pk_"
-#: Alias of the event-time column a streaming call selects for Spark's watermark.
-EVENT_TIME_ALIAS = "__cogra_event_time"
-#: Alias of the query's identity a streaming call selects (the shim stores it with the state).
-IDENTITY_ALIAS = "__cogra_identity__"
-MAX_GROUP_ROWS = 5_000_000
-"""Rows of one key group a worker holds at most (its memory: ~0.6 GB per million rows of a
-mixed-grained query without WITHIN); the streamed and sliced routes hold far fewer."""
-#: Evaluate at least this many rows at a time (whole key groups; a streamed partition is
-#: pushed in chunks of this size), see _ChunkedEvaluator.
-CHUNK_ROWS = 1 << 15
-#: Under integral windows, evaluate a key group's complete windows once this many of its
-#: rows are held, without waiting for the group's end (see _ChunkedEvaluator): memory
-#: stays bounded in a large group.  Not smaller where every processor runs a task: more,
-#: smaller calls cost CPU (q3's 20k-row groups in 8k-row slices on ``local[2]``, two
-#: processors: 12% slower, medians of 16 interleaved runs).
-SLICE_ROWS = CHUNK_ROWS
-#: ... but where each task has a processor to spare (:func:`slice_rows_for`), open groups
-#: are sliced from this many rows on, so that the engine works on a group's first rows
-#: while the JVM, on the other processor, still sorts and encodes the rest -- instead of
-#: both waiting for each other at the group's end.  ``local[1]`` on two processors,
-#: medians of 16 interleaved runs: q3 8-11% faster, q1 4%, q3 tumbling unchanged.
-SPARE_PROCESSOR_SLICE_ROWS = 1 << 13
-#: ... or more: as many rows as the engine evaluates in about this long, a few times an
-#: engine call's fixed cost (:class:`SlicePace`).  q3 stays at 8k rows; q2's cheap rows
-#: slice at ~15k (70 engine calls per 1M rides instead of 129, its engine time in process
-#: 364 -> 308 ms), q1's at ~27k (75 calls per 2M rows instead of 204: 834 -> 333 ms).
-#: ``local[1]``, medians of 12 interleaved runs: with 8 ms, q2 2-7% faster than in fixed
-#: 8k-row slices but q1 5% slower (the finer slices' extra work ran on the spare
-#: processor and overlapped more); 4 ms against 8 ms: q1 3% faster, q2 the same.
-SLICE_SECONDS = 0.004
-
-USAGE = (
-    f"{FUNCTION_NAME}(TABLE(t), 'RETURN ... PATTERN ...' "
-    "[, type_column => 'type'] [, time_column => 'time'] [, watermark => '30 seconds'])"
+from cogra.spark.udtf_analysis import (  # noqa: F401 - FUNCTION_NAME, sql_string: the names users import from here
+    EVENT_TIME_ALIAS,
+    FILTER_ALIAS,
+    FUNCTION_NAME,
+    IDENTITY_ALIAS,
+    CograAnalyzeResult,
+    _resolve,
+    analyze_call,
+    sql_string,
 )
-
-
-def analysis_error(message: str) -> PySparkValueError:
-    """An error for ``analyze`` to raise: Spark's analyzer keeps the text after
-    ``PySparkValueError:``, so the user sees cogra's message without a Python traceback."""
-    return PySparkValueError(message=message)
-
-
-@dataclass
-class CograAnalyzeResult(AnalyzeResult):
-    """What ``analyze`` decided, handed (pickled) to every task that evaluates the call."""
-
-    query: str = ""
-    type_column: str | None = None
-    time_column: str = "time"
-    #: Plain sub-stream keys the input is partitioned by (input column names).
-    key_columns: tuple[str, ...] = ()
-    #: Input columns the evaluation reads, in the order they are selected.
-    input_columns: tuple[str, ...] = ()
-    #: SQL predicate every row the query can use satisfies, or None.
-    filter_sql: str | None = None
-    #: How late a streamed event may arrive (``watermark => '30 seconds'``), or None.
-    watermark: str | None = None
-    #: The selected input columns' Arrow schema (serialized).
-    input_schema: bytes = b""
-
-
-# ---------------------------------------------------------------------------
-# analyze
-# ---------------------------------------------------------------------------
-
-
-def sql_string(text: str) -> str:
-    """A Spark SQL expression for the string ``text`` that every parser setting reads the
-    same: its UTF-8 bytes in hex, cast to a string.  A quoted literal is read one way or
-    the other by ``spark.sql.parser.escapedStringLiterals`` (so are SQL parameters, which
-    Spark renders back into quoted text), and a query may hold quotes and backslashes."""
-    return f"CAST(X'{text.encode('utf-8').hex().upper()}' AS STRING)"
-
-
-def quote_identifier(name: str) -> str:
-    """A Spark SQL identifier for a column name (backticks, doubled inside)."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _string_argument(arg: AnalyzeArgument | None, what: str, default: str | None,
-                     required: bool = False) -> str | None:
-    if arg is None:
-        if required:
-            raise analysis_error(f"{FUNCTION_NAME} needs {what}: {USAGE}")
-        return default
-    if arg.isTable:
-        raise analysis_error(f"{FUNCTION_NAME}: {what} must be a string, not a TABLE: {USAGE}")
-    if not arg.isConstantExpression or not isinstance(arg.value, str):
-        raise analysis_error(
-            f"{FUNCTION_NAME}: {what} must be a constant string (got {arg.dataType.simpleString()}"
-            f"{'' if arg.isConstantExpression else ' expression'}): {USAGE}"
-        )
-    return arg.value
-
-
-def _arrow_schema(struct: StructType) -> pa.Schema:
-    """The Arrow schema Spark will send for the TABLE argument (columns it cannot send as
-    Arrow are left out, so a query that names one reports it as missing)."""
-    from pyspark.sql.pandas.types import to_arrow_type
-
-    fields = []
-    for f in struct.fields:
-        try:
-            fields.append(pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC"), f.nullable))
-        except Exception:  # noqa: BLE001 - e.g. intervals/variant: not a COGRA attribute type
-            continue
-    return pa.schema(fields)
-
-
-def _spark_schema(schema: pa.Schema) -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_type
-
-    return StructType(
-        [StructField(f.name, from_arrow_type(f.type, prefer_timestamp_ntz=True), True) for f in schema]
-    )
-
-
-def _resolve(name: str, columns: Sequence[str]) -> str:
-    """The input column a query attribute names: exact match, else a unique case-insensitive one."""
-    if name in columns:
-        return name
-    folded = [c for c in columns if c.lower() == name.lower()]
-    return folded[0] if len(folded) == 1 else name
-
-
-def plain_group_keys(query: str) -> tuple[str, ...]:
-    """Keys the input can be partitioned by without splitting an output group.
-
-    These are the plain sub-stream keys (:func:`cogra.partition_columns`: rows that differ in
-    them never meet in a trend) that are also unqualified GROUP-BY attributes: a key that is
-    only an equivalence ``[attr]`` separates sub-streams whose results still merge into one
-    output row, so partitioning by it would split that row.
-    """
-    q = cogra.parse(query)
-    grouped = {ref.name for ref in q.group_by if ref.variable is None}
-    return tuple(k for k in cogra.partition_columns(q) if k in grouped)
-
-
-def pushdown(query: str, schema: pa.Schema, type_column: str | None, time_column: str
-             ) -> tuple[tuple[str, ...], str | None]:
-    """(input columns the query reads, SQL filter every usable row passes, or None).
-
-    From :func:`cogra.pushdown` when the engine has it; otherwise the bound query's
-    ``columns_used`` (projection only, no filter).
-    """
-    fn = getattr(cogra, "pushdown", None)
-    if fn is not None:
-        columns, filter_sql = fn(query, schema, type_column=type_column, time_column=time_column)
-        return tuple(columns), filter_sql or None
-    from cogra.analysis.binding import bind
-
-    bound = bind(cogra.parse(query), schema, type_column=type_column, time_column=time_column)
-    used = getattr(bound, "columns_used", None)
-    return (tuple(used) if used is not None else tuple(schema.names)), None
-
-
-def analyze_call(
-    input: AnalyzeArgument | None,
-    query: AnalyzeArgument | None,
-    type_column: AnalyzeArgument | None = None,
-    time_column: AnalyzeArgument | None = None,
-    watermark: AnalyzeArgument | None = None,
-    stream: AnalyzeArgument | None = None,
-) -> CograAnalyzeResult:
-    """``stream``: set by the shim for a streaming TABLE argument, which then also selects
-    the query's identity (``__cogra_identity__``, :mod:`cogra.analysis.identity`) and the
-    wire forms of columns pandas would change (:mod:`cogra.spark.stream_rows`)."""
-    if input is None or not input.isTable or not isinstance(input.dataType, StructType):
-        raise analysis_error(f"{FUNCTION_NAME}'s first argument must be TABLE(...): {USAGE}")
-    text = _string_argument(query, "a query", None, required=True)
-    delay = _string_argument(watermark, "watermark", None)
-    # No type_column: "type" if the table has it (else a one-type pattern reads every row
-    # as its type); a named one must exist.
-    type_col = _string_argument(type_column, "type_column", None)
-    time_col = _string_argument(time_column, "time_column", "time")
-    in_schema = _arrow_schema(input.dataType)
-    try:
-        out_schema = cogra.result_schema(text, in_schema, type_column=type_col, time_column=time_col)
-        keys = plain_group_keys(text)
-        columns, filter_sql = pushdown(text, in_schema, type_col, time_col)
-    except CograError as e:
-        raise analysis_error(f"{FUNCTION_NAME}: {e}") from None
-
-    names = in_schema.names
-    keys = tuple(_resolve(k, names) for k in keys)
-    time_name = _resolve(time_col, names)
-    selected: list[str] = []
-    for c in (*keys, time_name, *columns):
-        c = _resolve(c, names)
-        if c in names and c not in selected:
-            selected.append(c)
-    select = [SelectedColumn(quote_identifier(c)) for c in selected]
-    if filter_sql:
-        select.append(SelectedColumn(f"({filter_sql})", alias=FILTER_ALIAS))
-    if delay is not None:  # a stream's event time, for Spark's watermark (cogra.spark.event_time)
-        from cogra.runtime.evaluation import require_window
-        from cogra.spark.event_time import delay_seconds, event_time_sql
-
-        try:
-            delay_seconds(delay)
-            require_window(cogra.parse(text))
-            select.append(SelectedColumn(event_time_sql(time_name, in_schema.field(time_name).type),
-                                         alias=EVENT_TIME_ALIAS))
-        except (ValueError, CograError) as e:
-            raise analysis_error(f"{FUNCTION_NAME}: {e}") from None
-    if stream is not None and stream.value:
-        select += _stream_columns(text, in_schema, selected, type_col, time_col)
-
-    return CograAnalyzeResult(
-        schema=_spark_schema(out_schema),
-        withSinglePartition=not keys,
-        partitionBy=[PartitioningColumn(quote_identifier(k)) for k in keys],
-        orderBy=[OrderingColumn(quote_identifier(time_name))],
-        select=select,
-        query=text,
-        type_column=type_col,
-        time_column=time_col,
-        key_columns=keys,
-        input_columns=tuple(selected),
-        filter_sql=filter_sql,
-        watermark=delay,
-        input_schema=pa.schema([in_schema.field(c) for c in selected]).serialize().to_pybytes(),
-    )
-
-
-def _stream_columns(text: str, schema: pa.Schema, selected: Sequence[str], type_column: str | None,
-                    time_column: str) -> list[SelectedColumn]:
-    """A streaming call's extra selections: its identity as a string literal, and each
-    column's wire form where it has one."""
-    from cogra.analysis.identity import query_identity
-    from cogra.spark.stream_rows import WIRE_PREFIX, wire_sql
-
-    identity = query_identity(text, schema, type_column=type_column, time_column=time_column, columns=selected)
-    out = [SelectedColumn(sql_string(identity.to_json()), alias=IDENTITY_ALIAS)]
-    for c in selected:
-        wire = wire_sql(c, schema.field(c).type)
-        if wire is not None:
-            out.append(SelectedColumn(wire, alias=WIRE_PREFIX + c))
-    return out
-
+from cogra.spark.udtf_routing import (
+    CHUNK_ROWS,
+    GROUP_ROWS_SETTING,
+    MAX_GROUP_ROWS,
+    SLICE_ROWS,
+    Route,
+    WorkerSettings,
+    partition_route,
+    slice_rows_for,
+)
+from cogra.spark.worker_heap import retain_freed_memory
 
 # ---------------------------------------------------------------------------
 # evaluation
@@ -323,6 +86,17 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
         )
     table = table.rename_columns(target.names).replace_schema_metadata(None)
     return table if table.schema.equals(target) else table.cast(target)
+
+
+#: Where a task has a processor to spare, open groups are sliced from
+#: ``udtf_routing.SPARE_PROCESSOR_SLICE_ROWS`` rows on, or more: as many rows as the engine
+#: evaluates in about this long, a few times an engine call's fixed cost (:class:`SlicePace`).  q3 stays at 8k rows; q2's cheap rows
+#: slice at ~15k (70 engine calls per 1M rides instead of 129, its engine time in process
+#: 364 -> 308 ms), q1's at ~27k (75 calls per 2M rows instead of 204: 834 -> 333 ms).
+#: ``local[1]``, medians of 12 interleaved runs: with 8 ms, q2 2-7% faster than in fixed
+#: 8k-row slices but q1 5% slower (the finer slices' extra work ran on the spare
+#: processor and overlapped more); 4 ms against 8 ms: q1 3% faster, q2 the same.
+SLICE_SECONDS = 0.004
 
 
 class SlicePace:
@@ -743,153 +517,6 @@ class _ChunkedEvaluator:
             yield from self.evaluator.evaluate(pending)
 
 
-_LOCAL_MASTER = re.compile(r"local(?:\[\s*(\*|\d+)\s*(?:,\s*\d+\s*)?\])?")
-_LOCAL_CLUSTER_MASTER = re.compile(r"local-cluster\[\s*\d+\s*,\s*(\d+)\s*,\s*\d+\s*\]")
-
-
-def task_slots(settings: dict | None, processors: int) -> int | None:
-    """How many tasks one executor runs at once, from the session's settings (the shim's
-    ``executor`` option: ``master``, ``executor_cores``, ``task_cpus``, strings or None),
-    ``processors`` being the executor machine's; None where the settings do not say (a
-    cluster manager's default cores) or cannot be read."""
-    if not settings:
-        return None
-    master = (settings.get("master") or "").strip()
-    try:
-        local = _LOCAL_MASTER.fullmatch(master)
-        cluster = _LOCAL_CLUSTER_MASTER.fullmatch(master)
-        if local:
-            cores = processors if local.group(1) == "*" else int(local.group(1) or 1)
-        elif cluster:
-            cores = int(cluster.group(1))
-        elif settings.get("executor_cores"):
-            cores = int(settings["executor_cores"])
-        else:
-            return None
-        cpus = int(settings.get("task_cpus") or 1)
-    except ValueError:
-        return None
-    return max(1, cores // max(1, cpus))
-
-
-def available_processors() -> int:
-    """The processors this worker may run on (its affinity, where the OS tells)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return os.cpu_count() or 1
-
-
-def slice_rows_for(settings: dict | None, processors: int | None = None) -> int:
-    """:data:`SPARE_PROCESSOR_SLICE_ROWS` where every task an executor runs at once has a
-    second processor (``local[1]`` on two, or ``spark.task.cpus=2``), else
-    :data:`SLICE_ROWS`: overlapping the engine with the JVM pays only with a processor
-    for each."""
-    processors = processors or available_processors()
-    slots = task_slots(settings, processors)
-    return SPARE_PROCESSOR_SLICE_ROWS if slots is not None and processors >= 2 * slots else SLICE_ROWS
-
-
-class Route(Enum):
-    """How a task's Python worker evaluates its partition (docs/ARCHITECTURE.md, "The
-    worker's routes", lists what each assumes of its input)."""
-
-    STREAMED = "streamed"
-    """Batches pushed through :class:`cogra.runtime.stream.StreamEvaluation`: memory is the
-    open windows' states."""
-    CHUNKED = "chunked"
-    """Complete key groups, several per engine call (:class:`_ChunkedEvaluator`)."""
-    SLICED = "sliced"
-    """As chunked, and a group that grows past the slice size is evaluated a time slice
-    at a time (:mod:`cogra.runtime.slices`)."""
-
-
-ROUTE_SETTING = "spark.cogra.worker.route"
-SLICE_ROWS_SETTING = "spark.cogra.worker.sliceRows"
-CHUNK_ROWS_SETTING = "spark.cogra.worker.chunkRows"
-GROUP_ROWS_SETTING = "spark.cogra.worker.maxGroupRows"
-WINDOWS_SETTING = "spark.cogra.maxWindowsPerEvent"
-
-
-@dataclass(frozen=True)
-class WorkerSettings:
-    """The session's ``spark.cogra.worker.*`` settings, as the shim hands them over.
-
-    ``route``: ``auto`` (stream where the query allows it and streaming pays: tumbling
-    windows, no float SUM/AVG; else chunks, slicing a large group under integral windows),
-    ``streamed`` (stream wherever the query allows it), ``chunked`` (whole groups, never
-    sliced) or ``sliced`` (chunks, a group sliced from ``slice_rows`` rows on).
-    ``slice_rows`` / ``chunk_rows``: rows at which an open group is sliced / complete
-    groups are evaluated (None: the defaults, :data:`SLICE_ROWS`, :data:`CHUNK_ROWS`).
-    ``max_group_rows`` / ``max_windows_per_event``: the limits past which a task fails
-    with a DataError naming them, before memory runs out.
-    """
-
-    route: str = "auto"
-    slice_rows: int | None = None
-    chunk_rows: int = CHUNK_ROWS
-    max_group_rows: int = MAX_GROUP_ROWS
-    max_windows_per_event: int = cogra.MAX_WINDOWS_PER_EVENT
-
-    ROUTES = ("auto", "streamed", "chunked", "sliced")
-
-    @classmethod
-    def of(cls, settings: dict[str, str] | None) -> "WorkerSettings":
-        settings = settings or {}
-        route = settings.get(ROUTE_SETTING, "auto").strip().lower()
-        if route not in cls.ROUTES:
-            raise ValueError(f"{ROUTE_SETTING} must be one of {', '.join(cls.ROUTES)}, not {route!r}")
-
-        def rows(name: str) -> int | None:
-            text = settings.get(name)
-            if text is None:
-                return None
-            try:
-                value = int(text)
-            except ValueError:
-                value = 0
-            if value < 1:
-                raise ValueError(f"{name} must be a positive number of rows, not {text!r}")
-            return value
-
-        return cls(route, rows(SLICE_ROWS_SETTING), rows(CHUNK_ROWS_SETTING) or CHUNK_ROWS,
-                   rows(GROUP_ROWS_SETTING) or MAX_GROUP_ROWS,
-                   rows(WINDOWS_SETTING) or cogra.MAX_WINDOWS_PER_EVENT)
-
-
-def partition_route(result: CograAnalyzeResult, query: str | Query, schema: pa.Schema,
-                    settings: WorkerSettings, sorted_by: Sequence[str] = (),
-                    on_overflow: str = "error") -> tuple[Route, Any]:
-    """(the route for a partition whose batches have ``schema``, its StreamEvaluation when
-    streamed).  ``query``: what the engine evaluates (:func:`with_partition_keys`);
-    ``sorted_by``: the columns the shim sorted the partition by, before time."""
-    from cogra.runtime.slices import WindowSlices
-    from cogra.runtime.stream import StreamEvaluation, unsupported_reason
-
-    if settings.route in ("auto", "streamed") and streaming_enabled():
-        p = cogra.plan(query, schema, type_column=result.type_column, time_column=result.time_column)
-        if (settings.route == "streamed" or _streaming_pays(p)) and unsupported_reason(p) is None:
-            keys = tuple(_resolve(c, p.bound.plain_keys) for c in sorted_by)
-            return Route.STREAMED, StreamEvaluation(p, schema, on_overflow=on_overflow, sorted_by=keys)
-    if settings.route != "chunked" and WindowSlices.of(
-            result.query, schema, _resolve(result.time_column, schema.names)) is not None:
-        return Route.SLICED, None
-    return Route.CHUNKED, None
-
-
-def _streaming_pays(p: Any) -> bool:
-    """Whether streaming is the better route where the query allows it: its windows tumble
-    (the chunked route shares the panes of sliding windows, many times faster), and no
-    input value can stop the stream half-way (:func:`~cogra.runtime.stream.values_may_stop`;
-    the chunked route evaluates those values exactly)."""
-    from cogra.runtime.stream import values_may_stop
-
-    if values_may_stop(p):
-        return False
-    window = p.bound.query.window
-    return window is None or window.step == window.size
-
-
 def make_map_function(analyze_result: bytes, options: str):
     r"""The per-partition function of the shim's MapInArrow (built by the JVM, see
     ``MatchTrend.scala``): ``analyze_result`` is the pickled :class:`CograAnalyzeResult`,
@@ -987,20 +614,6 @@ def freeze_live_objects() -> None:
     """
     gc.collect()
     gc.freeze()
-
-
-STREAMING_ENV = "COGRA_SPARK_STREAMING"
-
-
-def streaming_enabled() -> bool:
-    """Whether partitions may stream (default yes; ``COGRA_SPARK_STREAMING=0`` in the
-    executors' environment, e.g. ``spark.executorEnv.COGRA_SPARK_STREAMING=0``, turns it off).
-
-    Streaming bounds a task's memory by the open windows instead of the largest key group
-    (a skewed key cannot exhaust a worker); its Python costs more per row than the chunked
-    route (1M rows of q2 tumbling in 10k-row batches: 0.23 s vs 0.11 s), which stays well
-    below Spark's own cost per row (MATCH_TREND rows/s were equal in both routes)."""
-    return os.environ.get(STREAMING_ENV, "1") != "0"
 
 
 def _run_stream(evaluator: _Evaluator, stream: Any, first: pa.RecordBatch,

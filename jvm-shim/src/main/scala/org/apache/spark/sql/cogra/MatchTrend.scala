@@ -268,7 +268,7 @@ private[cogra] object MatchTrend {
   /**
    * The settings that say how many tasks an executor runs at once, as a JSON object of
    * strings (null where unset): `master`, `executor_cores`, `task_cpus`. The Python side
-   * (`cogra.spark.udtf.task_slots`) reads them to tell whether each task has a processor
+   * (`cogra.spark.udtf_routing.task_slots`) reads them to tell whether each task has a processor
    * to spare for the JVM side of the Arrow stream while the engine computes.
    */
   def executorSettings: String = {
@@ -282,7 +282,7 @@ private[cogra] object MatchTrend {
   /**
    * The session's `spark.cogra.*` settings (e.g. `spark.cogra.worker.route`), as a JSON
    * object of strings, read when the call is planned: the Python side
-   * (`cogra.spark.udtf.WorkerSettings`) checks and applies them.
+   * (`cogra.spark.udtf_routing.WorkerSettings`) checks and applies them.
    */
   def cograSettings: String = {
     val settings = SQLConf.get.getAllConfs.toSeq.filter(_._1.startsWith(SettingsPrefix)).sortBy(_._1)
