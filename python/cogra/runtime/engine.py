@@ -552,11 +552,16 @@ class Engine:
                 continue
             if edge[(u, v)] >= PAIR_WORD_BITS:
                 continue  # no bit: indexed per pair (kernel_reach.checks_past_the_word)
-            ok = np.ones(self.n, dtype=bool)
-            for p in alone:
-                ok &= truth(evaluate(p.expression, lambda role, attr: Val(*self.columns[attr])), self.n)
-            bits[~ok] &= ~np.uint64(1 << edge[(u, v)])
+            bits[~self.new_event_passes(alone)] &= ~np.uint64(1 << edge[(u, v)])
         return bits
+
+    def new_event_passes(self, preds: Sequence[Any]) -> np.ndarray:
+        """Per row, whether it passes ``preds``, predicates on adjacent events that read the
+        new event alone."""
+        ok = np.ones(self.n, dtype=bool)
+        for p in preds:
+            ok &= truth(evaluate(p.expression, lambda role, attr: Val(*self.columns[attr])), self.n)
+        return ok
 
     def contiguous_pair_ok_bits(self, subs: "SubStreams", bits: np.ndarray) -> np.ndarray | None:
         """``bits`` (:meth:`pair_ok_bits`) with the predicates that read the earlier event

@@ -20,7 +20,6 @@ from cogra.runtime.arrow_arrays import empty, one_array
 from cogra.runtime.compiled.attribute_columns import float_columns
 from cogra.runtime.compiled.jit import njit
 
-from cogra.analysis.expressions import Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.runtime.compiled.channels import (
     OP_MAX,
@@ -148,15 +147,16 @@ class FastExecutor:
         for (u, v), preds in eng.pairs.by_pair.items():
             reading = [p for p in preds if p.uses_prev]
             alone = [p for p in preds if not p.uses_prev] if (u, v) in self.past_the_word else []
-            if not reading:
-                if alone:
-                    self._index_alone(alone, flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid)
-                    self.pair_of[u, v] = len(flags) - 1
+            if not reading and not alone:
                 continue
             user = [p for p in reading if not p.guard]
             if len(user) > 1:
                 raise Unsupported(f"several predicates read {eng.bound.automaton.names[u]} for one pair")
-            if len(reading) > 1:  # a negation's guards, and the user's predicate
+            if not reading:  # an edge past the pair word, checked on the new event alone (below)
+                zeros = np.zeros(n, np.int64)
+                fl, m, ranks, hv, a, bnd, eq, code = (0, 1, zeros, np.ones(n, bool), zeros, zeros,
+                                                      np.full(n, -1, np.int64), np.full(n, CROSS_ALL, np.int8))
+            elif len(reading) > 1:  # a negation's guards, and the user's predicate
                 pair = guarded_ranges([p.expression for p in reading if p.guard],
                                       user[0].expression if user else None, eng.columns, n)
                 # (every row ranks, a NULL value first in its block; no prefix is taken)
@@ -178,9 +178,9 @@ class FastExecutor:
                 else:
                     lt, le = value_bounds(vals, g, ranks if same else None)
                     fl, a, bnd, eq, code = mixed_ranges(crossing, lt, le, m)
-                    self.pair_all = self.pair_all or bool((code == CROSS_ALL).any())
             if alone:  # (the new event's own check: where it fails, no earlier event)
-                code = np.where(self._alone_ok(alone), code, CROSS_NONE).astype(np.int8)
+                code = np.where(eng.new_event_passes(alone), code, CROSS_NONE).astype(np.int8)
+            self.pair_all = self.pair_all or bool((code == CROSS_ALL).any())
             self.pair_of[u, v] = len(flags)
             for out, x in zip((flags, ms, h_rank, h_valid, q_a, q_b, q_eq, g_valid),
                               (fl, m, ranks, hv, a, bnd, eq, code)):
@@ -201,27 +201,6 @@ class FastExecutor:
         owner[self.pair_of[us, vs]] = us
         self.live_i, self.live_f, self.live_x = (arr[owner] for arr in
                                                  (self.var_live_i, self.var_live_f, self.var_live_x))
-
-    def _alone_ok(self, alone: list) -> np.ndarray:
-        """Per row, whether it passes the predicates on the new event alone ``alone``."""
-        eng = self.engine
-        ok = np.ones(eng.n, dtype=bool)
-        for p in alone:
-            ok &= truth(evaluate(p.expression, lambda role, attr: Val(*eng.columns[attr])), eng.n)
-        return ok
-
-    def _index_alone(self, alone: list, *outs: list) -> None:
-        """An edge past the pair word whose only checks read the new event alone, as an
-        indexed pair: per new event, every earlier event (:data:`CROSS_ALL`) or none."""
-        from cogra.runtime.compiled.crossing_predicates import CROSS_ALL, CROSS_NONE
-
-        n = self.engine.n
-        ok = self._alone_ok(alone)
-        code = np.where(ok, CROSS_ALL, CROSS_NONE).astype(np.int8)
-        self.pair_all = self.pair_all or bool(ok.any())
-        zeros = np.zeros(n, np.int64)
-        for out, x in zip(outs, (0, 1, zeros, np.ones(n, bool), zeros, zeros, np.full(n, -1, np.int64), code)):
-            out.append(x)
 
     def _live_channels(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per variable: the channels a state of it can hold non-empty.

@@ -49,7 +49,7 @@ def _bit(bits, i):
 @njit(cache=True, inline="always")
 def _edge_ok(okb, p):
     """Whether edge ``p``'s pair bit passes: edges numbered past the word's 64 bits carry
-    no check read as a bit (:func:`cogra.analysis.kernel_reach.edges_past_the_word`) and
+    no check read as a bit (:func:`cogra.analysis.kernel_reach.checks_past_the_word`) and
     always pass -- a shift by 64 or more is undefined."""
     return p >= 64 or (okb >> np.uint64(p)) & _ONE != 0
 
