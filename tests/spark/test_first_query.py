@@ -21,6 +21,44 @@ def test_a_local_session_starts_its_python_workers_in_the_background(spark) -> N
     assert len(found) == n and all(r.preloaded and r.cogra for r in found), found
 
 
+def test_the_probe_starts_the_daemon_matchtrends_tasks_fork_from(spark) -> None:
+    """The probe is an RDD job (its task starts seconds sooner than a SQL job's on a new
+    application), carrying the SQL runners' worker environment: Spark keeps a daemon per
+    environment, so a SQL job's Python workers (``mapInArrow``, as MATCH_TREND's UDTF) are
+    forked by the daemon the probe started, not by a second one."""
+    import os
+
+    from cogra.spark import executors
+
+    n = spark.sparkContext.defaultParallelism
+    probed = {executors.ExecutorReport(*r).daemon for r in executors.probe_tasks(spark, n)}
+
+    def parent(batches):
+        import os as _os
+
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"daemon": [_os.getppid()]})
+
+    sql = {r.daemon for r in spark.range(0, n, 1, n).mapInArrow(parent, "daemon long").collect()}
+    assert len(probed) == 1 and sql == probed, (probed, sql)
+    assert os.getpid() not in probed
+
+
+def test_without_the_sql_environment_an_rdd_job_gets_another_daemon(spark) -> None:
+    """What the probe's environment is for: a plain RDD job's workers come from another
+    daemon than a SQL job's (so the test above can fail)."""
+    from cogra.spark import executors
+
+    n = spark.sparkContext.defaultParallelism
+    probed = {executors.ExecutorReport(*r).daemon for r in executors.probe_tasks(spark, n)}
+    plain = set(spark.sparkContext.parallelize(range(n), n).mapPartitions(
+        lambda rows: [__import__("os").getppid()]).collect())
+    assert plain and not plain & probed
+
+
 def test_session_registers_no_python_data_source(spark, monkeypatch) -> None:
     """A JVM's first Python data source costs 1.7 s (Spark's lookup of installed ones):
     ``session()`` leaves the data-set sources to ``cogra.spark.sources.register``."""

@@ -28,6 +28,7 @@ session and the application's first MATCH_TREND finds both ready or on their way
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,23 +57,22 @@ class ExecutorReport:
     preloaded: bool
     """Whether the worker started with cogra already imported (from the daemon)."""
     cache: str | None
+    daemon: int
+    """The process id of the Python daemon that forked the worker."""
 
 
-PROBE_SCHEMA = ("host string, pid long, python string, cogra string, error string, bundle boolean, "
-                "preloaded boolean, cache string")
+PROBE_FIELDS = ("host", "pid", "python", "cogra", "error", "bundle", "preloaded", "cache", "daemon")
+"""What :func:`probe_tasks` returns per task: the fields of :class:`ExecutorReport`."""
 
 
-def _probe(batches: Any) -> Any:
-    """Runs on an executor, through ``mapInArrow`` -- the runner MATCH_TREND's tasks use, so
-    the same Python daemon (Spark keeps one per runner environment).  Pickled by value:
+def _probe(rows: Any) -> Any:
+    """Runs on an executor, one per partition of :func:`probe_tasks`' RDD.  Pickled by value:
     it must run where cogra does not import."""
     import os
     import socket
     import sys
 
-    import pyarrow as pa
-
-    for _ in batches:
+    for _ in rows:
         pass
     preloaded = "cogra.runtime.kernel_bundle" in sys.modules
     try:
@@ -83,10 +83,48 @@ def _probe(batches: Any) -> Any:
         found = [cogra.__version__, None, kernel_bundle.usable(), str(caches.cache_root())]
     except Exception as err:  # noqa: BLE001 - reported to the driver, which raises
         found = [None, f"{type(err).__name__}: {err}", False, None]
-    row = [socket.gethostname(), os.getpid(), sys.executable, found[0], found[1], found[2], preloaded, found[3]]
-    names = ["host", "pid", "python", "cogra", "error", "bundle", "preloaded", "cache"]
-    types = [pa.string(), pa.int64(), pa.string(), pa.string(), pa.string(), pa.bool_(), pa.bool_(), pa.string()]
-    yield pa.RecordBatch.from_arrays([pa.array([v], t) for v, t in zip(row, types)], names=names)
+    yield (socket.gethostname(), os.getpid(), sys.executable, found[0], found[1], found[2], preloaded, found[3],
+           os.getppid())
+
+
+SQL_RUNNER_ENV = {"spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": ("SPARK_SIMPLIFIED_TRACEBACK", "1")}
+"""What Spark's SQL Python runners (``mapInArrow``, UDTFs) add to a worker's environment
+beside an RDD's, by the SQL setting that turns it on (Spark 4.x's ``BasePythonRunner``;
+on by default).  Spark keeps a Python daemon per environment, so :func:`probe_tasks`'
+RDD carries them to start the daemon MATCH_TREND's tasks use."""
+
+
+def _sql_runner_env(spark: Any) -> dict[str, str]:
+    env = {}
+    for setting, (name, value) in SQL_RUNNER_ENV.items():
+        if str(spark.conf.get(setting, "true")).lower() == "true":
+            env[name] = value
+    return env
+
+
+def probe_tasks(spark: Any, n: int) -> list[tuple]:
+    """Per task of ``n``, the fields of :data:`PROBE_FIELDS` from :func:`_probe`, starting
+    the executors' Python daemons on the way: the daemons of MATCH_TREND's tasks.  An RDD
+    job whose workers' environment is the SQL runners' (:data:`SQL_RUNNER_ENV`), not a SQL
+    job: a new application's JVM planned and compiled a ``mapInArrow`` probe for ~3 s
+    before its first task started the daemon, beside the user's first query; an RDD job's
+    task starts in under a second.  (Checked by a test: the tasks' daemon is then the
+    one a MATCH_TREND's tasks fork from.)"""
+    sc = spark.sparkContext
+    rdd = sc.parallelize(range(n), n).mapPartitions(_by_value(_probe))
+    added = {k: v for k, v in _sql_runner_env(spark).items() if k not in sc.environment}
+    with _ENVIRONMENT:
+        sc.environment.update(added)
+        try:
+            rdd._jrdd  # noqa: B018 - the JVM's function takes the environment now
+        finally:
+            for name in added:
+                sc.environment.pop(name, None)
+    return rdd.collect()
+
+
+_ENVIRONMENT = threading.Lock()
+"""Serialises :func:`probe_tasks`' change of the SparkContext's worker environment."""
 
 
 def prepare(spark: Any, *, tasks: int | None = None) -> list[ExecutorReport]:
@@ -132,12 +170,6 @@ WARM_UP = ("SELECT * FROM MATCH_TREND(TABLE(SELECT /*+ REPARTITION({n}) */ id * 
 driver, a shuffle by its keys, a sort, the Python workers, Arrow both ways."""
 
 
-def probe_tasks(spark: Any, n: int) -> list[Any]:
-    """Rows of :data:`PROBE_SCHEMA` from ``n`` tasks of :func:`_probe` (starting the
-    executors' Python daemons on the way)."""
-    return spark.range(0, n, 1, n).mapInArrow(_by_value(_probe), PROBE_SCHEMA).collect()
-
-
 def _first_query(spark: Any) -> None:
     """A MATCH_TREND over a few rows: what any first query pays once per application --
     the driver's analysis worker (a Python daemon of its own), the shim's classes and
@@ -156,13 +188,11 @@ _WARM_UPS: dict[int, Any] = {}
 def warm_up_in_background(spark: Any) -> list[Any]:
     """Start, in two daemon threads, what an application's first MATCH_TREND waits for:
     the driver's analysis worker (:data:`WARM_UP` analysed, not run) and the Python
-    daemon of the tasks (a probe task per core through ``mapInArrow``, MATCH_TREND's
-    runner: the daemon loads cogra and the bundle before forking them).  Returns the
+    daemon of the tasks (a probe task per core, :func:`probe_tasks`: the daemon loads
+    cogra and the bundle before forking them).  Returns the
     threads.  Running the whole warm-up query instead held a core for 3.8 s of a local[2]
     application's first seconds, beside the user's own first query.  A failure is left to
     the user's own first query to report."""
-    import threading
-
     from cogra.spark.extension import has_extension
 
     n = max(1, spark.sparkContext.defaultParallelism)
@@ -214,5 +244,5 @@ def _by_value(function: Any) -> Any:
     return clone
 
 
-__all__ = ["DAEMON_MODULE", "PROBE_SCHEMA", "ExecutorReport", "RECIPE", "prepare", "probe_tasks",
+__all__ = ["DAEMON_MODULE", "PROBE_FIELDS", "ExecutorReport", "RECIPE", "prepare", "probe_tasks",
            "wait_warmed_up", "warm_up_in_background"]
