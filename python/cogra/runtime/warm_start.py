@@ -136,6 +136,7 @@ def _plan() -> list[tuple[str, Callable[[], object]]]:
     from cogra.runtime import kernel_bundle
 
     def target() -> None:
+        import numpy.ma  # noqa: F401 - numba's typeof of an ndarray imports it (numpy loads it lazily): 10-25 ms
         from numba.core.registry import cpu_target
 
         cpu_target.typing_context.refresh()
