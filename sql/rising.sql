@@ -1,5 +1,6 @@
 -- Heart rate rising for at least five measurements in a row during passive activity, per
--- patient, in 10-minute windows (a bounded quantifier, SEMANTICS.md section 9).
+-- patient, in 10-minute windows (a bounded quantifier: docs/language.md, Bounded
+-- quantifiers).
 SELECT * FROM MATCH_TREND(TABLE(activity), '
 RETURN patient, COUNT(*), MAX(M.rate)
 PATTERN Measurement M{5,}

@@ -67,7 +67,7 @@ def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True
         if kind == "seq":
             n = draw(st.integers(2, 3))
             items = [node(depth - 1) for _ in range(n)]
-            # NOT N between two parts that each match an event (SEMANTICS.md section 8).
+            # NOT N between two parts that each match an event (docs/language.md, Negation).
             spots = [i for i in range(1, n) if not matches_nothing(items[i - 1]) and not matches_nothing(items[i])]
             if negation and spots and draw(st.integers(0, 2)) == 0:
                 at = draw(st.sampled_from(spots))
@@ -88,7 +88,7 @@ def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True
     if len(auto.variables) > max_vars or len(auto.names) > 10:
         p = Seq(tuple(var() for _ in range(2)), _SPAN)
     if negation and draw(st.integers(0, 2)) == 0:
-        # Absence at the whole pattern's edge (SEMANTICS.md section 8.1): leading, trailing
+        # Absence at the whole pattern's edge (docs/language.md): leading, trailing
         # or both, next to a part that matches an event.
         items = list(p.items) if isinstance(p, Seq) else [p]
         lead, trail = draw(st.sampled_from([(True, False), (False, True), (True, True)]))
@@ -103,7 +103,7 @@ def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True
 
 @st.composite
 def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = True) -> GeneratedQuery:
-    """``extended``: patterns may hold bounded quantifiers and NOT (SEMANTICS.md 8-9)."""
+    """``extended``: patterns may hold bounded quantifiers and NOT (docs/language.md)."""
     p = draw(patterns(repeat=extended, negation=extended))
     auto = build_automaton(p)
     names = auto.variables
@@ -132,7 +132,8 @@ def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = 
         ])))
     group_by: list[str] = []
     # Keys on any variable: one that some trends lack has the sub-stream without it
-    # (SEMANTICS.md section 4); only the non-extended generator keeps to mandatory ones.
+    # (docs/language.md, Keys on optional variables); only the non-extended generator keeps
+    # to mandatory ones.
     keyable = list(names) if extended else [v for v in names if auto.mandatory_variable(v)]
     if grouping:
         if draw(st.booleans()):

@@ -45,7 +45,7 @@ def quiet(fn, *args, **kwargs):
 
 
 # ---------------------------------------------------------------------------
-# The report's worked examples (SEMANTICS.md section 6, skip-till-any-match column)
+# The report's worked examples (docs/language.md, Worked examples: the skip-till-any-match column)
 # ---------------------------------------------------------------------------
 
 WORKED = [
@@ -73,7 +73,7 @@ def test_aseq_worked_examples(pattern: str, stream: str, count: int) -> None:
 
 
 def test_greta_adjacent_predicate_example() -> None:
-    # SEMANTICS.md section 6: a predicate that makes a7 adjacent to b2 but not to b6 -> 33.
+    # docs/language.md, Worked examples: a predicate that makes a7 adjacent to b2 but not to b6 -> 33.
     table = events("a1 b2 a3 a4 c5 b6 a7 b8", v=[0, 1, 0, 0, 0, 2, 0, 0])
     q = "RETURN COUNT(*) PATTERN (SEQ(A+, B))+ WHERE B.v < NEXT(A).v + 2"
     assert greta.evaluate(q, table).to_pylist() == reference(q, table).to_pylist() == [{"COUNT(*)": 33}]

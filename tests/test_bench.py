@@ -388,3 +388,40 @@ def test_the_first_run_section_judges_each_case_and_feeds_the_readme(tmp_path: P
     assert readme.first_run_span(md) == ("0.10-0.50 of its rate (first 0.20-0.50 s, steady 0.050-0.100 s; "
                                          "1 of 2 cases met)")
     assert readme.first_run_span("# Benchmarks\n") is None
+
+
+def test_the_docs_name_result_files_by_repository_paths(tmp_path: Path) -> None:
+    """No machine's absolute path reaches the docs: result files inside the repository by
+    their relative path, outside it by their name in the run's results directory."""
+    from cogra.bench.sections import raw_results, shown_command
+
+    root, outside = tmp_path / "repo", tmp_path / "elsewhere"
+    root.mkdir()
+    assert (raw_results([("Raw results", root / "bench-results" / "20261129" / "first-run.json")], root)
+            == "Raw results: `bench-results/20261129/first-run.json` (git-ignored).")
+    assert (raw_results([("Raw results", outside / "results.csv"), ("machine description", outside / "machine.json")],
+                        root)
+            == "Raw results: `results.csv`, machine description: `machine.json`, in the run's results "
+               "directory (outside the repository).")
+    assert (shown_command(f"cogra bench --out {outside} --docs {root / 'docs'} --quick", root)
+            == "cogra bench --out <results dir> --docs docs --quick")
+    assert shown_command(f"cogra bench --report-only={outside}", root) == "cogra bench --report-only=<results dir>"
+
+
+def test_an_embedded_section_keeps_its_links_resolving(tmp_path: Path) -> None:
+    """A section's links are written for ``docs/benchmarks/<name>.md``; its copy in
+    ``docs/benchmarks.md`` has them rewritten for ``docs/``."""
+    from cogra.bench.sections import embed, markers
+
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks.md").write_text("# Benchmarks\n\n## Files\n\nraw\n")
+    section = ("![flink-cep-groups](flink-cep-groups.png) [semantics](../language.md#event-matching-semantics) "
+               "[Flink](https://flink.apache.org/) [files](#files)\n")
+    (tmp_path / "benchmarks" / "flink-cep.md").write_text(section)
+    embed(tmp_path, "flink-cep")
+    text = (tmp_path / "benchmarks.md").read_text()
+    begin, end = markers("flink-cep")
+    assert text[text.index(begin) + len(begin):text.index(end)].strip() == (
+        "![flink-cep-groups](benchmarks/flink-cep-groups.png) [semantics](language.md#event-matching-semantics) "
+        "[Flink](https://flink.apache.org/) [files](#files)")
+    assert (tmp_path / "benchmarks" / "flink-cep.md").read_text() == section

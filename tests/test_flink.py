@@ -1,7 +1,7 @@
 """Flink CEP as a benchmark contender: a real Flink job (local mini-cluster, the project's
 own harness compiled against the ``apache-flink-libraries`` jars) must give cogra's
-results where the semantics agree, and differ where SEMANTICS.md §3 says Flink's
-patterns are not skip-till-next-match."""
+results where the semantics agree, and differ where docs/language.md (Event matching
+semantics) says Flink's patterns are not skip-till-next-match."""
 
 from __future__ import annotations
 

@@ -173,7 +173,7 @@ def rows_of(query: ast.Query, table: pa.Table, **kwargs: Any) -> list[dict[str, 
 
 
 # ---------------------------------------------------------------------------
-# SEMANTICS.md section 6: the worked examples
+# docs/language.md, Worked examples
 # ---------------------------------------------------------------------------
 
 RUNNING = "a1 b2 a3 a4 c5 b6 a7 b8"
@@ -546,7 +546,8 @@ def _regex(p: ast.Pattern, letter: dict[str, str]) -> str:
 
 
 def brute_force(pattern: str, semantics: str, cond: str | None, events: list[tuple[str, int, int]]) -> int:
-    """COUNT(*) straight from SEMANTICS.md section 3, by trying every event sequence."""
+    """COUNT(*) straight from docs/language.md (Event matching semantics), by trying every
+    event sequence."""
     p = parse_pattern(pattern)
     variables = {v.name: v.event_type for v in ast.pattern_variables(p)}
     letter = {name: chr(ord("a") + i) for i, name in enumerate(variables)}

@@ -4,7 +4,8 @@ This is the SASE-style baseline of the report (its "two-step approach"): deliber
 literal, exact and independent of the engine (it shares only the parser, ``errors.py``
 and ``runtime/output.py`` with it).  Every fast executor is tested against it.
 
-How a query is evaluated, step by step (docs/ARCHITECTURE.md, spec SEMANTICS.md):
+How a query is evaluated, step by step (docs/language.md defines the results,
+docs/ARCHITECTURE.md the decisions):
 
 1. **Rows -> events.**  Each row becomes an :class:`Event`: its values (a dict), its
    exact time (int; ``Fraction(x)`` for a float; integer microseconds since the epoch
@@ -190,7 +191,7 @@ class _Prepared:
     """``(U, V) -> negated variables`` whose blocking events a pair ``(U, V)`` must not straddle."""
     leading: str | None = None
     """``SEQ(NOT M, ...)``: no event that could play ``M`` may precede a counted trend in
-    its (window, partition) (SEMANTICS.md section 8.1)."""
+    its (window, partition) (docs/language.md, Absence at the edge of a pattern)."""
     trailing: str | None = None
     """``SEQ(..., NOT N)``: none that could play ``N`` may follow it."""
 
@@ -350,7 +351,7 @@ class _SubStream:
         return False
 
     def any_adjacent(self, prev: Pair, nxt: Pair) -> bool:
-        """The pair is ANY-adjacent (SEMANTICS.md section 3)."""
+        """The pair is ANY-adjacent (docs/language.md, Event matching semantics)."""
         return prev[0].time < nxt[0].time and self.adjacent_ok(prev, nxt)
 
     def first_adjacent_time(self, prev: Pair) -> Any:
@@ -366,9 +367,9 @@ class _SubStream:
 
     def first_extension_time(self, prefix: Trend) -> Any:
         """The earliest time of an event that can extend the partial trend ``prefix``
-        (SEMANTICS.md section 3: its variable may follow the prefix's whole variable word,
-        and the pair with the prefix's last event is ANY-adjacent times and predicates
-        aside from the pattern's follow sets); None if there is none."""
+        (docs/language.md, Event matching semantics: its variable may follow the prefix's
+        whole variable word, and the pair with the prefix's last event is ANY-adjacent times
+        and predicates aside from the pattern's follow sets); None if there is none."""
         word = tuple(v for _, v in prefix)
         key = (prefix[-1], word)
         if key not in self._first_extension:
@@ -430,11 +431,11 @@ class _SubStream:
         if repeats and self.prep.query.semantics is not Semantics.ANY:
             # "Can extend" depends on the whole prefix: filter finished trends, literally.
             found = {t for t in found if self.trend_semantics_ok(t)}
-        elif not prune:  # the literal filter of SEMANTICS.md section 3
+        elif not prune:  # the literal filter of docs/language.md, Event matching semantics
             found = {t for t in found if all(self.semantics_ok(p, n) for p, n in zip(t, t[1:]))}
         if self.present:
             found = {t for t in found if self.present <= {v for _, v in t}}
-        if self.prep.leading is not None:  # SEMANTICS.md section 8.1, literally
+        if self.prep.leading is not None:  # absence (docs/language.md), literally
             blockers = self.blockers.get(self.prep.leading, [])
             found = {t for t in found if not any(b < t[0][0].time for b in blockers)}
         if self.prep.trailing is not None:
@@ -606,14 +607,15 @@ def _substreams(
 
     A combination maps each variable key ``(V, attr)`` to ``(key value, display value)``.
     Blocking events of a ``NOT N`` are the (window, partition)'s events that could play
-    ``N``, whatever the variable keys (SEMANTICS.md section 8).
+    ``N``, whatever the variable keys (docs/language.md, Negation).
     """
     blockers = {
         n: [e.time for e in bucket if e.type == t and all(c.holds(e.values, None) for c in prep.negated_local[n])]
         for n, t in prep.negated.items()
     }
     # Per keyed variable, one value per key attribute; a variable some trends lack also
-    # has "absent" (SEMANTICS.md section 4): the sub-stream where no event plays it, whose
+    # has "absent" (docs/language.md, Keys on optional variables): the sub-stream where no
+    # event plays it, whose
     # trends have its keys NULL.  Elsewhere only the trends with it count.
     keyed = list(dict.fromkeys(var for var, _ in prep.var_keys))
     attrs_of = {var: [attr for v, attr in prep.var_keys if v == var] for var in keyed}

@@ -1,4 +1,5 @@
-"""Absence: negation at the edge of a pattern (SEMANTICS.md section 8.1).
+"""Absence: negation at the edge of a pattern (docs/language.md, Absence at the edge of a
+pattern).
 
 * the section's worked examples under every semantics, on the compiled and the Python
   paths and the reference, and which events block (local predicates, partitions, not

@@ -1,7 +1,7 @@
 """Bad input: queries that do not fit the table, and rows that are not events.
 
 A query that does not make sense for the input fails with a :class:`cogra.QueryError`
-*before any data is processed* (SEMANTICS.md section 7): the message names the
+*before any data is processed* (docs/language.md, Bad input and errors): the message names the
 problem, and when the query text is at fault, ``err.line``/``err.column`` point at it
 and ``str(err)`` shows the line with a caret under it.  The parser's own errors are
 tested in ``tests/language``; these are the binding-level ones (they need the schema).

@@ -1,4 +1,5 @@
-"""Bounded quantifiers ``P{n}``, ``P{n,}``, ``P{n,m}`` (SEMANTICS.md section 9).
+"""Bounded quantifiers ``P{n}``, ``P{n,}``, ``P{n,m}`` (docs/language.md, Bounded
+quantifiers).
 
 * the section's worked examples, on both engine paths and the reference;
 * the automaton: determinized over variable names (one state per prefix), minimized,
@@ -42,10 +43,10 @@ def counts(query: str, table: pa.Table) -> list[tuple]:
 
 
 @pytest.mark.parametrize(("pattern", "events", "expected"), [
-    ("A{2}", "a1 a2 a3", (3, 2, 2)),  # section 9: "A{2} on a1 a2 a3 has 3 trends under any, 2 under next"
+    ("A{2}", "a1 a2 a3", (3, 2, 2)),  # docs/language.md, Bounded quantifiers
     ("A{2,}", "a1 a2 a3", (4, 3, 3)),
     ("A{1,2}", "a1 a2 a3", (6, 5, 5)),
-    ("A{1,}", "a1 a2 a3", (7, 6, 6)),  # = A+, section 6
+    ("A{1,}", "a1 a2 a3", (7, 6, 6)),  # = A+, docs/language.md, Worked examples
     ("A{0,}", "a1 a2 a3", (7, 6, 6)),  # = A*
     ("A{0,1}", "a1 a2 a3", (3, 3, 3)),  # = A?
     ("SEQ(A{2}, B)", "a1 a2 a3 b4", (3, 2, 1)),  # next: (a1,a2,b4), (a2,a3,b4)

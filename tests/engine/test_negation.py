@@ -1,4 +1,4 @@
-"""Negated sub-patterns ``SEQ(P1, NOT N, P2)`` (SEMANTICS.md section 8).
+"""Negated sub-patterns ``SEQ(P1, NOT N, P2)`` (docs/language.md, Negation).
 
 * the section's worked examples, on both engine paths and the reference;
 * which events block (type and the negated variable's local predicates, in the same

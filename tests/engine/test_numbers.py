@@ -1,4 +1,5 @@
-"""Numbers (SEMANTICS.md section 5): exact aggregates, overflow, decimals, NaN and infinity.
+"""Numbers (docs/language.md, Numbers: exactness and overflow): exact aggregates, overflow,
+decimals, NaN and infinity.
 
 ``A+`` under skip-till-any-match over n events of distinct times has 2^n - 1 trends
 (every non-empty subset, in time order), and every event is in 2^(n-1) of them.  So

@@ -1,4 +1,4 @@
-"""Online evaluation (SEMANTICS.md section 10): over any split into batches, any order
+"""Online evaluation (docs/language.md, Streams): over any split into batches, any order
 within the watermark's delay, any snapshot and restore, the rows emitted equal
 cogra.evaluate over the on-time events; late events are counted, never matched."""
 

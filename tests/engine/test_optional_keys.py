@@ -1,4 +1,4 @@
-"""Keys on optional variables (SEMANTICS.md section 4).
+"""Keys on optional variables (docs/language.md, Keys on optional variables).
 
 ``GROUP-BY B.g`` where some trends have no ``B``: those trends have ``B.g`` NULL and share
 the row of trends whose ``B`` events have ``B.g`` NULL; ``[B.x]`` constrains only trends

@@ -1,7 +1,7 @@
 """Slots that only feed an AVG are kept in doubles alone (``Layout.ratio_only``).
 
 An AVG is a double: the quotient of double approximations of its sum and count is within
-~1e-15 of the exact one (SEMANTICS section 5 asks for 1e-9), so the compiled kernels
+~1e-15 of the exact one (docs/language.md, Numbers, asks for 1e-9), so the compiled kernels
 keep no modular (uint64) channel for them -- nor for a SUM's count of non-null values
 (only ever tested for zero), nor for the trend count when ``COUNT(*)`` is not returned.
 Such a slot is exact while its |x|-bound proves the doubles never rounded (counts and

@@ -1,4 +1,5 @@
-"""Time and windows (SEMANTICS.md sections 1 and 4, ARCHITECTURE.md "Time" and "Output").
+"""Time and windows (docs/language.md, Events, Windows and Time; ARCHITECTURE.md "Time"
+and "Output").
 
 Windows are aligned as Spark's ``window()``: ``[k*slide, k*slide + size)`` for every
 integer ``k`` (negative too) whose window holds an event; without SLIDE they tumble.

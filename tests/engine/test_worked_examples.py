@@ -1,4 +1,4 @@
-"""SEMANTICS.md section 6, every worked example, through the engine (cogra.evaluate)."""
+"""Every worked example of docs/language.md, through the engine (cogra.evaluate)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Each case gives the query, a fragment the message must contain, and the 1-based
 line and column the caret must sit under.  The rendered error must show that
-source line with the caret in the right place (SEMANTICS.md section 7).
+source line with the caret in the right place (docs/language.md, Bad input and errors).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ CASES = [
     ("empty_seq", "RETURN COUNT(*)\nPATTERN SEQ(A, SEQ())", "empty SEQ()", 2, 16),
     ("missing_sub_pattern", "RETURN COUNT(*)\nPATTERN SEQ(A, , B)", "expected an event type, SEQ(...) or '(' in the pattern, found ','", 2, 16),
     ("missing_comma_in_seq", "RETURN COUNT(*)\nPATTERN SEQ(Stock A B)", "expected ',' or ')' in SEQ(...), found B", 2, 21),
-    # NOT N (SEMANTICS.md section 8): a keyword, between two parts of a SEQ that match events.
-    # At the start or end of the whole pattern's SEQ it is an absence (section 8.1); elsewhere not.
+    # NOT N (docs/language.md, Negation): a keyword, between two parts of a SEQ that match events.
+    # At the start or end of the whole pattern's SEQ it is an absence (docs/language.md); elsewhere not.
     ("negation_at_start", "RETURN COUNT(*)\nPATTERN SEQ(B, SEQ(NOT N, A))", "NOT N stands at the start of a SEQ inside the pattern; only the whole pattern's SEQ may start or end with NOT", 2, 20),
     ("negation_at_end", "RETURN COUNT(*)\nPATTERN (SEQ(Accept A, not Cancel C))+", "NOT Cancel C stands at the end of a SEQ inside the pattern", 2, 24),
     ("negation_alone", "RETURN COUNT(*)\nPATTERN NOT N", "a pattern of negations alone matches no trend", 2, 9),
@@ -61,7 +61,7 @@ CASES = [
     ("negation_of_a_sub_pattern", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT SEQ(B, C), D)", "NOT takes one event type and an optional variable (NOT N, NOT Cancel X), found SEQ", 2, 20),
     ("negation_without_type", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT, B)", "NOT takes one event type and an optional variable", 2, 19),
     ("negated_variable_reused", "RETURN COUNT(*)\nPATTERN SEQ(A, NOT A, B)", "variable A appears twice in the pattern", 2, 20),
-    # Bounded quantifiers (SEMANTICS.md section 9)
+    # Bounded quantifiers (docs/language.md, Bounded quantifiers)
     ("quantifier_most_below_least", "RETURN COUNT(*)\nPATTERN SEQ(A{3,2}, B)", "quantifier {3,2}: its most (2) is below its least (3)", 2, 14),
     ("quantifier_of_zero", "RETURN COUNT(*)\nPATTERN SEQ(A, B{0})", "a quantifier of at most 0 repetitions matches nothing", 2, 17),
     ("quantifier_not_a_number", "RETURN COUNT(*)\nPATTERN A{n,3}", "expected a whole number in the quantifier, found n", 2, 11),

@@ -2,7 +2,7 @@
 
 Spark returns a MATCH_TREND result in no particular order (rows come from several
 partitions), and an AVG may differ in its last bits when a group was summed in another
-order; so rows are compared as multisets, floats to a relative 1e-9 (SEMANTICS.md).
+order; so rows are compared as multisets, floats to a relative 1e-9 (docs/language.md).
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def canonical(rows) -> list[tuple]:
 
 class Rows(list):
     """Result rows; ``==`` compares floats to 1e-12 relative (AVG of a group may differ in the
-    last bit depending on how the engine's input was split; SEMANTICS.md allows 1e-9)."""
+    last bit depending on how the engine's input was split; docs/language.md allows 1e-9)."""
 
     def __eq__(self, other):
         if len(self) != len(other):
@@ -119,7 +119,7 @@ def test_report_queries_equal_evaluate(spark, example):
     assert actual(df) == expected(example.query, table)
 
 
-EXTENDED = [  # SEMANTICS.md sections 8 and 9
+EXTENDED = [  # docs/language.md, Negation and Bounded quantifiers
     # q3 with bounded quantifiers: keys and a predicate on adjacent events over repetitions.
     """RETURN sector, A.company, B.company, COUNT(*), SUM(A.price), AVG(B.price)
        PATTERN SEQ(Stock A{2,}, Stock B{1,3})
@@ -155,7 +155,7 @@ def test_quantifiers_and_negation_equal_evaluate(spark, query):
     assert got and got == expected(query, table, on_overflow="null")
 
 
-# Absence (SEMANTICS.md section 8.1) at the sizes users run: each window decides, from
+# Absence (docs/language.md) at the sizes users run: each window decides, from
 # the blockers of its partition, whatever the variable keys.
 ABSENCE = {
     "trailing-any-sliding": """RETURN sector, COUNT(*), MAX(A.price) PATTERN SEQ(Stock A+, NOT Stock N)

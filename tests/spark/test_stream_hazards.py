@@ -188,7 +188,7 @@ def test_events_at_time_zero_and_before_are_events(spark, tmp_path, first):
 def test_rows_of_types_the_pattern_does_not_name_advance_the_watermark(spark, tmp_path):
     """The pattern's types stop arriving; later rows are all of another type. Their times
     advance the watermark (the largest time seen), so every window of the pattern's events
-    closes, as SEMANTICS.md section 10 says."""
+    closes, as docs/language.md (Streams) says."""
     n = 300
     events = pa.table({"type": ["A" if i % 3 else "B" for i in range(n)], "time": list(range(n)),
                        "g": [i % 2 for i in range(n)]})

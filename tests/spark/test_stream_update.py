@@ -1,4 +1,4 @@
-"""Update mode (SEMANTICS.md section 10, "Early results"): ``writeStream.outputMode("update")``
+"""Update mode (docs/language.md, Early results): ``writeStream.outputMode("update")``
 over a streaming MATCH_TREND emits, after every micro-batch, the closed windows' final rows
 and the current rows of the open windows the micro-batch's events fall in.
 

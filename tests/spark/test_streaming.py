@@ -40,13 +40,13 @@ MIXED = ("RETURN sector, A.company, B.company, COUNT(*), AVG(B.price) PATTERN SE
          "WHERE [A.company] AND [B.company] AND A.price > NEXT(A).price "
          "GROUP-BY sector, A.company, B.company WITHIN 20 seconds SLIDE 5 seconds")
 
-# SEMANTICS.md sections 4, 8, 9: a repetition, a negation and a key on an optional variable.
+# docs/language.md: a repetition, a negation and a key on an optional variable.
 EXTENDED = ("RETURN sector, C.company, COUNT(*), MAX(A.price) "
             "PATTERN SEQ(Stock A{2,}, NOT Stock N, Stock B, Stock C?) SEMANTICS next "
             "WHERE N.volume > 9000 GROUP-BY sector, C.company WITHIN 10 seconds")
 
 
-# SEMANTICS.md section 8.1: a window's blockers may come in a later micro-batch than its
+# Absence (docs/language.md): a window's blockers may come in a later micro-batch than its
 # trends; the window is decided when the watermark closes it.
 ABSENCE = ("RETURN sector, COUNT(*), MAX(A.price) PATTERN SEQ(NOT Stock M, Stock A+, Stock B, NOT Stock N) "
            "SEMANTICS next WHERE M.volume > 9500 AND N.volume < 500 GROUP-BY sector WITHIN 10 seconds SLIDE 5 seconds")

@@ -1,8 +1,8 @@
 """The automaton of a pattern: states an event may play, deterministic over variables.
 
 A trend is a sequence of ``(event, variable)`` pairs whose variable word the pattern
-accepts (SEMANTICS.md section 3).  The executors walk an automaton whose *states* each
-bind one variable, and need three facts per state ``s``:
+accepts (docs/language.md, Event matching semantics).  The executors walk an automaton
+whose *states* each bind one variable, and need three facts per state ``s``:
 
 * ``s in start``  -- an event playing ``s`` may begin a trend;
 * ``s in final``  -- an event playing ``s`` may end a trend (finish it);
@@ -15,7 +15,8 @@ is ``SEQ(A, A, A+)`` with every event bound to ``A``): the positions are unrolle
 determinized over variable names and minimized (:func:`_determinized`; one construction
 for both, which gives the position automaton back where variables are unique).  Each
 prefix of a word then reaches exactly one state, so no trend is counted twice and "can
-extend" (section 3: which variables may follow depends on the whole prefix) is the
+extend" (docs/language.md, Bounded quantifiers: which variables may follow depends on
+the whole prefix) is the
 state's own follow set.  ``A{2}`` has states ``A#1`` and ``A#2``, both binding ``A``.
 """
 
@@ -70,7 +71,7 @@ class Automaton:
     guards: tuple[tuple[int, int, int], ...] = ()
     """``(u, v, k)``: the step from state ``u`` to ``v`` crosses negation ``k`` -- the pair is
     not adjacent when an event that could play ``negated[k]`` lies strictly between
-    (SEMANTICS.md section 8)."""
+    (docs/language.md, Negation)."""
     presence: tuple[str, ...] = ()
     """Keyed variables some trends lack (:mod:`cogra.analysis.presence`); empty otherwise."""
     seen: tuple[int, ...] = ()

@@ -81,8 +81,9 @@ class BoundNegation:
     lo: str
     hi: str
     edge: str | None = None
-    """``"leading"`` / ``"trailing"``: an absence at the whole pattern's edge (SEMANTICS.md
-    section 8.1), which filters complete trends per window and guards no step (its
+    """``"leading"`` / ``"trailing"``: an absence at the whole pattern's edge
+    (docs/language.md, Absence at the edge of a pattern), which filters complete trends per
+    window and guards no step (its
     :attr:`lo` / :attr:`hi` columns are not derived); None: it guards the steps crossing it."""
 
 
@@ -120,8 +121,8 @@ class BoundQuery:
 
     @property
     def guarding_negations(self) -> tuple[BoundNegation, ...]:
-        """The negations between two parts of a SEQ (section 8), whose blocker counts the
-        engine derives."""
+        """The negations between two parts of a SEQ (docs/language.md, Negation), whose
+        blocker counts the engine derives."""
         return tuple(n for n in self.negations if n.edge is None)
 
     def pair_predicates(self, u: int, v: int) -> tuple[AdjacentPredicate, ...]:

@@ -1,6 +1,6 @@
 """Choose the executor and, per variable, the granularity of its aggregates.
 
-Report Table 4, extended by the ``next`` fix of SEMANTICS.md section 3:
+Report Table 4, extended by the ``next`` fix (docs/language.md, Event matching semantics):
 
 ================  ===========================  ===================================
 semantics         no adjacent predicates       predicates on adjacent events

@@ -1,4 +1,5 @@
-"""Keys on optional variables (SEMANTICS.md section 4): which trends each sub-stream counts.
+"""Keys on optional variables (docs/language.md, Keys on optional variables): which trends
+each sub-stream counts.
 
 ``GROUP-BY B.g`` or ``[B.g]`` where some trends have no ``B`` splits the stream into one
 sub-stream per value of ``B.g`` -- counting only the trends *with* a ``B`` -- and one more

@@ -366,11 +366,11 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         for r in result["executor"]:
             add(f"| {r['query']} | {r['first']:.2f} | {r['warm']:.2f} | {r['ratio']:.2f} | {r['repeat']:.2f} |")
         add("")
-    if out_dir is not None:
-        add(f"Raw results: `{out_dir / 'first-run.json'}` (git-ignored).")
-        add("")
     from cogra.bench import sections
 
+    if out_dir is not None:
+        add(sections.raw_results([("Raw results", out_dir / "first-run.json")]))
+        add("")
     return sections.write_section(docs_dir, "first-run", lines)
 
 

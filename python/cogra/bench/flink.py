@@ -14,7 +14,8 @@ What Flink gets is what a Flink user would write for the query (:func:`translate
   the events that play a variable (cogra's sub-stream);
 * ``skip-till-next-match`` has no Flink equivalent: ``oneOrMore()`` with ``followedBy``
   (relaxed contiguity) also takes later events after skipped ones that could have
-  extended the trend, which SEMANTICS.md section 3 forbids.  :func:`translate` refuses it
+  extended the trend, which skip-till-next-match forbids (docs/language.md, Event matching
+  semantics).  :func:`translate` refuses it
   (the plots show only what agrees); ``allow_next=True`` runs it anyway, for the test
   that shows an input on which the two differ.
 
@@ -165,7 +166,8 @@ def translate(query: str, table: pa.Table, *, allow_next: bool = False) -> Spec:
     q = parse(query)
     if q.semantics is Semantics.NEXT and not allow_next:
         raise NotImplementedError("Flink CEP has no skip-till-next-match: followedBy with oneOrMore() also "
-                                  "matches after skipped events that could extend a trend (SEMANTICS.md §3)")
+                                  "matches after skipped events that could extend a trend "
+                                  "(docs/language.md, Event matching semantics)")
     if q.window is not None:
         raise NotImplementedError("Flink harness: one window only (no WITHIN)")
     items = q.pattern.items if isinstance(q.pattern, Seq) else (q.pattern,)

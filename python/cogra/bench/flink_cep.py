@@ -202,7 +202,8 @@ def write_report(result: dict, docs_dir: Path) -> Path:
     if demo:
         add(f"**Skip-till-next-match is not timed**: Flink has no such semantics. Its closest pattern, "
             f"`oneOrMore()` with `followedBy`, also matches after a skipped event that could have extended "
-            f"the trend, which SEMANTICS.md §3 forbids (on `a1 a2 b3`, `SEQ(A+, B)` has the trends "
+            f"the trend, which [skip-till-next-match](../language.md#event-matching-semantics) forbids "
+            f"(on `a1 a2 b3`, `SEQ(A+, B)` has the trends "
             f"`a1 a2 b3` and `a2 b3`; Flink adds `a1 b3`). On the first {demo['events']} stock events, "
             f"`SEQ(Stock A+, Stock B)` per company: cogra {demo['cogra']:,} trends (the two-step reference "
             f"{demo['reference']:,}), Flink {demo['flink']:,} matches.")
@@ -228,7 +229,7 @@ def write_report(result: dict, docs_dir: Path) -> Path:
                 f"{_fmt_s(_stat(f, 'job_s')) if f and f['status'] == 'ok' else '-'} | {counts} |")
     add("")
     for p in plots:
-        add(f"![{p.stem}](benchmarks/{p.name})")
+        add(f"![{p.stem}]({p.name})")  # beside this file; benchmarks.md's copy: sections.embed
     return write_section(docs_dir, "flink-cep", lines)
 
 

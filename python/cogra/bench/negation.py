@@ -6,7 +6,8 @@ guarded step an ordered index over blocker counts) and skip-till-next-match
 (pattern-grained), one window holding every event, on the stock data.  The table gives the
 time per event at each size: flat rows mean cost linear in the events per window.
 
-Absence (SEMANTICS.md section 8.1): ``SEQ(A+, B, NOT N)`` and ``SEQ(NOT N, A+, B)``
+Absence (docs/language.md, Absence at the edge of a pattern): ``SEQ(A+, B, NOT N)`` and
+``SEQ(NOT N, A+, B)``
 against ``SEQ(A+, B)``, under each semantics, over one window, tumbling and sliding
 windows (target: at most 2x the query without the ``NOT``).
 

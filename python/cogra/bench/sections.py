@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
+import re
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 SECTIONS = ("first-run", "streaming", "streaming-operators", "negation", "whole-call", "flink-cep")
 """In the order they appear, before the Files section."""
@@ -16,6 +18,18 @@ SECTIONS = ("first-run", "streaming", "streaming-operators", "negation", "whole-
 
 def markers(name: str) -> tuple[str, str]:
     return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
+_RELATIVE_LINK = re.compile(r"(\]\()(?![a-z][a-z0-9+.-]*:|#|/)([^)\s]+)(\))", re.IGNORECASE)
+
+
+def links_from_docs(section: str) -> str:
+    """A section's text as ``docs/benchmarks.md`` embeds it: its relative link targets,
+    written for ``docs/benchmarks/<name>.md``, rewritten for a file in ``docs/``
+    (``flink-cep-groups.png`` -> ``benchmarks/flink-cep-groups.png``,
+    ``../language.md#...`` -> ``language.md#...``), so that both files' links resolve."""
+    return _RELATIVE_LINK.sub(
+        lambda m: m.group(1) + posixpath.normpath(posixpath.join("benchmarks", m.group(2))) + m.group(3), section)
 
 
 def embed(docs_dir: Path, name: str) -> None:
@@ -27,7 +41,7 @@ def embed(docs_dir: Path, name: str) -> None:
         return
     begin, end = markers(name)
     text = md.read_text()
-    block = f"{begin}\n{section_path.read_text().rstrip()}\n{end}\n"
+    block = f"{begin}\n{links_from_docs(section_path.read_text().rstrip())}\n{end}\n"
     if begin in text and end in text:
         a, b = text.index(begin), text.index(end) + len(end)
         text = text[:a] + block.rstrip("\n") + text[b:]
@@ -52,6 +66,64 @@ def save(name: str, result: dict, out_dir: Path, docs_dir: Path | None,
     if docs_dir is not None:
         write_report(result, docs_dir)
     return result
+
+
+def raw_results(files: Sequence[tuple[str, Path]], root: Path | None = None) -> str:
+    """The line that names a run's result files in the docs, by repository-relative paths:
+    ``Raw results: `bench-results/<stamp>/first-run.json` (git-ignored).``  A results
+    directory outside the repository (``--out /elsewhere``) is named as the run's results
+    directory, never by its absolute path: the docs travel with the repository, not with
+    the machine that measured them.  ``files``: (what it is, path), the first the raw
+    results (``[("Raw results", p), ("machine description", q)]``)."""
+    if root is None:
+        from cogra.bench import repository_root
+
+        root = repository_root()
+    base = Path(os.path.abspath(root))
+    shown: list[str] | None = []
+    for _, path in files:
+        try:
+            shown.append(Path(os.path.abspath(path)).relative_to(base).as_posix())
+        except ValueError:
+            shown = None
+            break
+    if shown is None:
+        parts = [f"{label}: `{path.name}`" for label, path in files]
+        return ", ".join(parts) + ", in the run's results directory (outside the repository)."
+    ignored = " (git-ignored)" if shown[0].startswith("bench-results/") else ""
+    parts = [f"{label}: `{rel}`" for (label, _), rel in zip(files, shown)]
+    return parts[0] + ignored + "".join(f", {p}" for p in parts[1:]) + "."
+
+
+_PATH_OPTIONS = {"--out": "<results dir>", "--report-only": "<results dir>", "--docs": "<docs dir>"}
+
+
+def shown_command(command: str, root: Path | None = None) -> str:
+    """``command`` as the docs show it: an absolute path in it becomes repository-relative,
+    or, outside the repository, a placeholder (``--out /scratch/run`` -> ``--out <results
+    dir>``)."""
+    if root is None:
+        from cogra.bench import repository_root
+
+        root = repository_root()
+    base = Path(os.path.abspath(root))
+
+    def shown(path: str, option: str | None) -> str:
+        try:
+            return Path(os.path.abspath(path)).relative_to(base).as_posix() or "."
+        except ValueError:
+            return _PATH_OPTIONS.get(option or "", "<path>")
+
+    words, option = [], None
+    for word in command.split(" "):
+        name, eq, value = word.partition("=")
+        if eq and name.startswith("--") and os.path.isabs(value):
+            word = f"{name}={shown(value, name)}"
+        elif os.path.isabs(word):
+            word = shown(word, option)
+        words.append(word)
+        option = word if word.startswith("--") else None
+    return " ".join(words)
 
 
 def generated_by(name: str, result: dict) -> str:
@@ -79,4 +151,5 @@ def embed_all(docs_dir: Path) -> None:
         embed(docs_dir, name)
 
 
-__all__ = ["SECTIONS", "embed", "embed_all", "generated_by", "markers", "new_result", "save", "write_section"]
+__all__ = ["SECTIONS", "embed", "embed_all", "generated_by", "links_from_docs", "markers", "new_result",
+           "raw_results", "save", "shown_command", "write_section"]

@@ -437,10 +437,12 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
     add("")
     for name in ("streaming-rate", "streaming-latency", "streaming-state"):
         if (plots / f"{name}.png").exists():
-            add(f"![{name}](benchmarks/{name}.png)")
+            add(f"![{name}]({name}.png)")  # beside this file; benchmarks.md's copy: sections.embed
     add("")
     if out_dir is not None:
-        add(f"Raw results: `{out_dir / 'streaming.json'}` (git-ignored).")
+        from cogra.bench.sections import raw_results
+
+        add(raw_results([("Raw results", out_dir / "streaming.json")]))
         add("")
     section = "\n".join(lines)
     path = plots / "streaming.md"

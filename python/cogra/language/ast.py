@@ -88,11 +88,11 @@ class Alt:
 @dataclass(frozen=True)
 class Not:
     """``NOT N`` / ``NOT Cancel X``: a negated event between two parts of a SEQ
-    (SEMANTICS.md section 8).  Its variable is in no trend: a pair of trend events that
+    (docs/language.md, Negation).  Its variable is in no trend: a pair of trend events that
     crosses it is not adjacent when an event that could play it lies strictly between.
-    At the start or end of the whole pattern's SEQ it is an *absence* (section 8.1,
-    :func:`edge_negations`): a trend counts only if no such event precedes (leading) or
-    follows (trailing) it in its window."""
+    At the start or end of the whole pattern's SEQ it is an *absence* (docs/language.md,
+    Absence at the edge of a pattern; :func:`edge_negations`): a trend counts only if no
+    such event precedes (leading) or follows (trailing) it in its window."""
 
     var: Var
     span: Span
@@ -105,7 +105,8 @@ class Not:
 
 @dataclass(frozen=True)
 class Repeat:
-    """Bounded quantifier ``P{low}``, ``P{low,}``, ``P{low,high}`` (SEMANTICS.md section 9).
+    """Bounded quantifier ``P{low}``, ``P{low,}``, ``P{low,high}`` (docs/language.md, Bounded
+    quantifiers).
 
     ``high`` is None for ``P{low,}``; ``P{n}`` has ``low == high``.  Every repetition
     binds the same variables: a trend is still a sequence of ``(event, variable)`` pairs,
@@ -172,9 +173,10 @@ def matches_nothing(p: Pattern) -> bool:
 
 
 def edge_negations(pattern: Pattern) -> tuple[Not | None, Not | None]:
-    """The whole pattern's leading and trailing ``NOT`` (SEMANTICS.md section 8.1), or None:
-    ``SEQ(NOT M, P, NOT N)`` has ``(NOT M, NOT N)``.  The parser allows a ``NOT`` at a SEQ's
-    edge only there, so a negation is either one of these or guards the steps that cross it."""
+    """The whole pattern's leading and trailing ``NOT`` (docs/language.md, Absence at the edge
+    of a pattern), or None: ``SEQ(NOT M, P, NOT N)`` has ``(NOT M, NOT N)``.  The parser
+    allows a ``NOT`` at a SEQ's edge only there, so a negation is either one of these or
+    guards the steps that cross it."""
     if not isinstance(pattern, Seq) or len(pattern.items) < 2:
         return None, None
     first, last = pattern.items[0], pattern.items[-1]
@@ -200,7 +202,7 @@ def negations(pattern: Pattern) -> tuple[Not, ...]:
 
 
 class Semantics(str, Enum):
-    """Event matching semantics (SEMANTICS.md section 3)."""
+    """Event matching semantics (docs/language.md, Event matching semantics)."""
 
     ANY = "skip-till-any-match"
     NEXT = "skip-till-next-match"

@@ -10,7 +10,7 @@ Everything that can be checked without a schema is checked here, and every
 problem raises :class:`~cogra.errors.QueryError` with the span of the offending
 text, so later stages only see well-formed queries.
 
-Decisions where SEMANTICS.md is silent:
+Rules of docs/language.md (Queries, Output) that the parser decides:
 
 - ``ReturnItem.text`` (the default column name) is the item as written with all
   whitespace removed, keeping the user's spelling: ``count( * )`` -> ``count(*)``.
@@ -365,10 +365,11 @@ class _Parser:
         return pattern
 
     def check_negations(self, pattern: Pattern) -> None:
-        """``NOT N`` stands between two parts of a SEQ that cannot match nothing (SEMANTICS.md
-        section 8): elsewhere there is no pair of trend events for it to block -- except at
-        the start or end of the whole pattern's SEQ (section 8.1, absence), where it blocks
-        the trends that some event of ``N`` precedes or follows in their window."""
+        """``NOT N`` stands between two parts of a SEQ that cannot match nothing
+        (docs/language.md, Negation): elsewhere there is no pair of trend events for it to
+        block -- except at the start or end of the whole pattern's SEQ (absence,
+        docs/language.md, Absence at the edge of a pattern), where it blocks the trends that
+        some event of ``N`` precedes or follows in their window."""
         allowed = set()
         if isinstance(pattern, Not) or (isinstance(pattern, Seq) and all(isinstance(i, Not) for i in pattern.items)):
             raise self.error("a pattern of negations alone matches no trend; a NOT needs the events "
@@ -383,7 +384,7 @@ class _Parser:
                     after = p.items[i + 1] if i + 1 < len(p.items) else None
                     for side, part in (("before", before), ("after", after)):
                         if part is None and p is pattern:
-                            continue  # absence at the whole pattern's edge (section 8.1)
+                            continue  # absence at the whole pattern's edge (docs/language.md)
                         if part is None:
                             where = "at the start" if side == "before" else "at the end"
                             raise self.error(f"{item.text} stands {where} of a SEQ inside the pattern; only "
@@ -433,7 +434,8 @@ class _Parser:
         return node
 
     def bounded(self, inner: Pattern, first: Token) -> Repeat:
-        """``{n}``, ``{n,}`` or ``{n,m}`` after a sub-pattern (SEMANTICS.md section 9)."""
+        """``{n}``, ``{n,}`` or ``{n,m}`` after a sub-pattern (docs/language.md, Bounded
+        quantifiers)."""
         brace = self.advance()
         usage = "write P{n}, P{n,} or P{n,m} with whole numbers 0 <= n <= m, m >= 1"
 
@@ -478,7 +480,7 @@ class _Parser:
             if tok.text.upper() == "SEQ" and self.peek(1).is_punct("("):
                 return self.seq()
             if tok.text.upper() == "NOT":
-                # NOT is a keyword in patterns (SEMANTICS.md section 8), never an event type.
+                # NOT is a keyword in patterns (docs/language.md, Negation), never an event type.
                 self.advance()
                 inner = self.peek()
                 if inner.kind is not Kind.IDENT or self.clause_at() is not None or inner.text.upper() in ("SEQ", "NOT"):

@@ -36,12 +36,13 @@ class ReferenceLimitExceeded(CograError, RuntimeError):
 
 
 # ---------------------------------------------------------------------------
-# Negations (SEMANTICS.md section 8)
+# Negations (docs/language.md, Negation)
 # ---------------------------------------------------------------------------
 
 
 def without_negations(p: Pattern) -> Pattern:
-    """The pattern with its ``NOT N`` items left out: the words it matches (section 8: it
+    """The pattern with its ``NOT N`` items left out: the words it matches (a negation
+    leaves what the SEQ matches, docs/language.md, Negation: it
     "matches what ``SEQ(P1, P2)`` matches", except for blocked pairs)."""
     if isinstance(p, Seq):
         return Seq(tuple(without_negations(i) for i in p.items if not isinstance(i, Not)), p.span)
@@ -298,7 +299,7 @@ def enumerate_trends(
 
 
 # ---------------------------------------------------------------------------
-# "Can extend" by derivatives (SEMANTICS.md section 3)
+# "Can extend" by derivatives (docs/language.md, Event matching semantics)
 # ---------------------------------------------------------------------------
 
 _EMPTY = ("empty",)
@@ -404,7 +405,8 @@ def _derive(t: tuple, v: str) -> tuple:
 
 class Continuations:
     """Which variables may follow a trend's variable word: ``V'`` *can extend* ``V1..Vi``
-    when ``V1..Vi V'`` is a prefix of a word of the pattern (SEMANTICS.md section 3).
+    when ``V1..Vi V'`` is a prefix of a word of the pattern (docs/language.md, Event matching
+    semantics).
 
     Computed from the pattern's text by derivatives, independently of the engine's
     automaton: with bounded quantifiers the answer depends on the whole prefix

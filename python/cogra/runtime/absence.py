@@ -1,4 +1,4 @@
-"""Absence at the edge of a pattern (SEMANTICS.md section 8.1): per window, where it cuts.
+"""Absence at the edge of a pattern (docs/language.md): per window, where it cuts.
 
 ``SEQ(NOT M, P, NOT N)`` counts a trend of ``P`` in a window only if no event that could
 play ``M`` lies in the window (and partition) strictly before the trend's first event,

@@ -515,7 +515,7 @@ class Engine:
         (``hi``).  Counted over the rows sorted by partition and time, so two rows of one
         partition differ by exactly the blockers between them; windows need nothing: a
         blocker between two events of a window lies in it.  Variable keys do not restrict
-        blockers (SEMANTICS.md section 8).  Rows are in time order within each partition
+        blockers (docs/language.md, Negation).  Rows are in time order within each partition
         (``__init__``), so a stable counting sort by partition gives (partition, time)."""
         b = self.bound
         n = self.n
@@ -568,7 +568,8 @@ class Engine:
         folded in, as a new array, under ``contiguous`` where that is exact; else None.
 
         Under ``contiguous`` an event's only possible predecessors are the events at the
-        sub-stream's previous timestamp (SEMANTICS.md §3: nothing may lie strictly
+        sub-stream's previous timestamp (docs/language.md, Event matching semantics: nothing
+        may lie strictly
         between).  When that timestamp holds a single event, the predecessor is a fact of
         the stream, not of a partial trend, so ``A.x < NEXT(A).x`` can be decided per row
         like a predicate on the new event alone -- and the variable needs no per-event
@@ -649,7 +650,8 @@ class Engine:
         var_codes = {v: by_names[tuple(b.var_keys[v])] for v in keyed_vars}
         var_values = {v: self._key_values(b.var_keys[v], var_codes[v][1]) for v in keyed_vars}
         # A keyed variable some trends lack also has the combination "absent" (code -1):
-        # the sub-stream in which no event plays it, its keys NULL (SEMANTICS.md section 4).
+        # the sub-stream in which no event plays it, its keys NULL (docs/language.md, Keys on
+        # optional variables).
         a = b.automaton
         optional = [j for j, v in enumerate(keyed_vars) if a.state_variables[v] in a.presence]
         for j in optional:

@@ -29,7 +29,7 @@ MAX_WINDOWS_PER_EVENT = 100_000
 
 
 def require_window(q: Query) -> None:
-    """A streamed query needs WITHIN (SEMANTICS.md section 10)."""
+    """A streamed query needs WITHIN (docs/language.md, Streams)."""
     if q.window is None:
         raise QueryError("a streaming query needs WITHIN: without it its one window never "
                          "closes, and nothing could ever be emitted", q.text, q.pattern.span)

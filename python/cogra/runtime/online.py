@@ -1,4 +1,4 @@
-"""Online evaluation (SEMANTICS.md section 10): events arrive in batches, in any order
+"""Online evaluation (docs/language.md, Streams): events arrive in batches, in any order
 within the watermark's delay; each (window, group) row is emitted once, when the
 event-time watermark has passed the window's end; late events are counted, never matched.
 
@@ -16,7 +16,7 @@ to the final events depends on the query -- its *state kind*:
 * ``held`` -- every other query (mixed-grained patterns, variable keys as in q3, float
   SUM/AVG): the events an open window still needs are held, and the complete windows are
   evaluated by the batch engine from them (each window depends on its own events only,
-  SEMANTICS.md section 4, as in :mod:`cogra.runtime.slices`).  Memory: the open windows'
+  docs/language.md, Windows, as in :mod:`cogra.runtime.slices`).  Memory: the open windows'
   events and the pending ones.  The price is the overlap: an event is evaluated again at
   each advance while its windows are open (``WITHIN / SLIDE`` times at most).
 
@@ -241,7 +241,7 @@ class OnlineEvaluation:
         return self._settle(watermark) if self.carried is not None else self._emit(last)
 
     def early(self) -> pa.Table:
-        """Update mode (SEMANTICS.md section 10, "Early results"): the current rows of every
+        """Update mode (docs/language.md, Early results): the current rows of every
         open window that an event pushed since the last call falls in -- the rows batch
         evaluation gives over the on-time events received so far in that window.  The
         windows that closed are :meth:`advance`'s; the state does not change."""

@@ -1,6 +1,6 @@
 """A key group's windows, evaluated a time slice at a time.
 
-Each window is evaluated independently (SEMANTICS.md section 4), so the windows that end
+Each window is evaluated independently (docs/language.md, Windows), so the windows that end
 by time ``t`` depend only on the events before ``t``.  A task's Python worker therefore
 need not hold a key group whole -- a query without keys is one group, the whole partition
 -- and evaluate it once it is complete: once enough rows of a group are held, the windows

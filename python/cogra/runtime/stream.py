@@ -124,7 +124,7 @@ def _unsupported_reason(plan: Any) -> str | None:
         return "variable keys ([V.attr] or GROUP-BY V.attr) make sub-streams depend on later values"
     if b.leading is not None or b.trailing is not None:
         # A window's blockers may arrive after its trends; its rows are held and it is
-        # evaluated whole (early rows of Update mode may then go down, SEMANTICS.md 8.1).
+        # evaluated whole (early rows of Update mode may then go down, docs/language.md, Streams).
         return "an absence (NOT at the pattern's edge) is decided by the window's later events"
     if not is_integral(WindowSpec.of(b.query.window, b.time_type), b.time_type):
         return "windows need an integer or timestamp time column and whole sizes"

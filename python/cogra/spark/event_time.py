@@ -29,7 +29,7 @@ OFFSET_SECONDS = 3_155_695_200
 Spark's watermark starts at 0 (the epoch) and only grows, and its stateful operators
 drop rows at or below it as late, so rows at or before the epoch (integer times from 0,
 negative times) would be dropped in a stream's first batches, before any watermark of
-an earlier batch exists (SEMANTICS.md section 10: before the first batch the watermark
+an earlier batch exists (docs/language.md, Streams: before the first batch the watermark
 is minus infinity).  Shifted by the offset, every time of the supported range lies after
 Spark's initial watermark, and the watermark Spark reports converts back exactly
 (:func:`watermark_in_time_units`); 0 still means "no watermark yet".

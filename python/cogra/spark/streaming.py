@@ -21,7 +21,7 @@ transformWithState``, the rows themselves:
 
 The watermark is set on every input row, before the pushed-down filter drops the rows
 the query cannot use, so rows of types the pattern does not name advance it too
-(SEMANTICS.md section 10: the largest time *seen*); its event time is the time column
+(docs/language.md, Streams: the largest time *seen*); its event time is the time column
 shifted by :data:`cogra.spark.event_time.OFFSET_SECONDS`, so that rows at or before the
 epoch are not late before any watermark exists.  Late rows are dropped and counted
 (``lastProgress["stateOperators"][0]["numRowsDroppedByWatermark"]``) before the operator

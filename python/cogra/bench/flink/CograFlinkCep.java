@@ -7,7 +7,7 @@
  * apart from the jobs.  A request names a file of events the Python side wrote (columns,
  * little-endian: int64 time, int64 key, int32 plays, then float64 attributes, one column
  * after another) and the pattern: a sequence of variables, each once or Kleene plus, with
- * the contiguity of cogra's semantics (SEMANTICS.md section 3):
+ * the contiguity of cogra's semantics (docs/language.md, Event matching semantics):
  *
  *   skip-till-any-match  oneOrMore().allowCombinations(), followedByAny
  *   contiguous           oneOrMore().consecutive(),      next
@@ -18,7 +18,7 @@
  * caller and passed as bits; events that play none are filtered out before the pattern,
  * as cogra's sub-streams leave them out.  Predicates on adjacent events are small
  * postfix programs over the previous and the current event's attributes.  Events of one
- * timestamp are never adjacent in a trend (SEMANTICS.md section 2): every step requires a
+ * timestamp are never adjacent in a trend (docs/language.md, Events): every step requires a
  * later time than the match's last event.
  */
 

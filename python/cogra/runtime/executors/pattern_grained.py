@@ -1,7 +1,8 @@
 """Pattern-grained executor for ``skip-till-next-match`` and ``contiguous``.
 
 The report's Algorithm 3 keeps only the last matched event; that is wrong in general
-(SEMANTICS.md section 3: ``SEQ(A, B)`` on ``a1 a2 b3`` has two trends under ``next``).
+(docs/language.md, Event matching semantics: ``SEQ(A, B)`` on ``a1 a2 b3`` has two trends
+under ``next``).
 What is true is that a partial trend ending at ``(e_p as U)`` is extended by the
 *first* events that can extend it and by no later one.  So, per variable ``U``, we
 keep the summed state of the partial trends that are still *waiting* for their first
@@ -27,7 +28,8 @@ from cogra.runtime.context import Batches, ExecContext
 
 
 def run(batches: Batches, ctx: ExecContext, *, contiguous: bool, cut: Cut | None = None) -> list | None:
-    """``cut``: absence (SEMANTICS.md section 8.1) -- no trend starts after the window's
+    """``cut``: absence (docs/language.md, Absence at the edge of a pattern) -- no trend
+    starts after the window's
     first leading blocker, and only those ending from its last trailing one on finish."""
     layout, pred, pairs = ctx.layout, ctx.automaton.pred, ctx.pairs
     cut = cut or NO_CUT

@@ -13,7 +13,8 @@ suffices and events are dropped as soon as they have updated it:
 Events of one timestamp never follow each other, so a batch reads the states from
 before the batch and writes afterwards.
 
-Absence (SEMANTICS.md section 8.1, ``cut``: :class:`cogra.runtime.absence.Cut`): start
+Absence (docs/language.md, Absence at the edge of a pattern; ``cut``:
+:class:`cogra.runtime.absence.Cut`): start
 variables start nothing after the window's first leading blocker, and with a trailing
 one the final state sums the final variables' updates of the batches from its time on
 instead of their totals.
