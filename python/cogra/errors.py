@@ -11,10 +11,34 @@ so that a message surfaced through Spark, JDBC or a notebook is self-explanatory
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from cogra.language.ast import Span
+
+
+def sql_value(value: Any) -> str:
+    """A value as an error shows it, in SQL's words (a Spark user reads the message):
+    ``NULL``, ``TRUE``/``FALSE``, a string quoted as a SQL literal, a timestamp or date as
+    its literal, a number as itself."""
+    import datetime
+    import math
+
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, datetime.datetime):
+        return f"TIMESTAMP '{value.isoformat(sep=' ')}'"
+    if isinstance(value, datetime.date):
+        return f"DATE '{value.isoformat()}'"
+    if isinstance(value, bytes):
+        return "X'" + value.hex().upper() + "'"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    return str(value)
 
 
 class CograError(Exception):

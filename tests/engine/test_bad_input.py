@@ -362,6 +362,24 @@ def test_null_times_and_types_are_skipped_counted_and_warned() -> None:
     assert both(query, table).to_pylist() == out.to_pylist()
 
 
+@pytest.mark.parametrize("rows", [0, 3])
+@pytest.mark.parametrize("column", ["type", "time"])
+def test_a_column_of_nulls_arrow_typed_null_is_no_events_not_a_type_error(column: str, rows: int) -> None:
+    """pyarrow types a column of no value but NULL -- an empty one included -- as ``null``:
+    a type or time column of it holds no event, as a string or int64 column of NULLs,
+    rather than failing on the column's type."""
+    table = pa.table({"type": pa.array(["A", "B", "B"][:rows], pa.string()),
+                      "time": pa.array(list(range(1, rows + 1)), pa.int64()),
+                      "x": pa.array([1.0, 2.0, 3.0][:rows], pa.float64())})
+    table = table.set_column(table.schema.get_field_index(column), column, pa.nulls(rows))
+    for query in ("RETURN COUNT(*), SUM(B.x) PATTERN SEQ(A, B+)",
+                  "RETURN COUNT(*), MAX(A.x) PATTERN SEQ(A+, B) SEMANTICS any WITHIN 10 seconds SLIDE 5 seconds"):
+        out = both(query, table)
+        assert out.num_rows == 0 and out.schema.field("COUNT(*)").type == pa.int64(), out
+        if rows:
+            assert out.schema.metadata[f"cogra.rows_null_{column}".encode()] == str(rows).encode()
+
+
 def test_no_warning_and_zero_counts_for_clean_input() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

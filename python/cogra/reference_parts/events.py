@@ -38,6 +38,8 @@ class Event:
 def exact_times(column: pa.ChunkedArray, name: str) -> tuple[list[Any], pa.DataType]:
     """Exact times (None for a null or non-finite time) and the time type for the output."""
     typ = column.type
+    if pa.types.is_null(typ):  # (no time at all: no event; read as the engine reads it, int64)
+        return [None] * len(column), pa.int64()
     if pa.types.is_integer(typ):
         return column.to_pylist(), typ
     if pa.types.is_floating(typ):

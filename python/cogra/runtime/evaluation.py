@@ -122,7 +122,7 @@ def evaluate_table(query: str | Query, events: Any, type_column: str | None, tim
                    compiled: bool | None, max_windows_per_event: int) -> pa.Table:
     """:func:`cogra.evaluate` once the call counts as running (its data warnings name the
     caller of ``cogra.evaluate``: two frames up)."""
-    table = as_table(events)
+    table = typed_nulls(as_table(events), type_column, time_column)
     p = plan(query, table.schema, type_column=type_column, time_column=time_column)
     check_windows_per_event(p.bound.query, max_windows_per_event)
     from cogra.runtime.engine import Engine  # (the kernels' modules: not for a process that only plans)
@@ -150,6 +150,18 @@ def evaluate_table(query: str | Query, events: Any, type_column: str | None, tim
                                metadata={f"cogra.{k}": v for k, v in counters.items()})
 
 
+def typed_nulls(table: pa.Table, type_column: str | None, time_column: str) -> pa.Table:
+    """``table`` with a type or time column of Arrow's null type (what pyarrow infers for a
+    column of no value but NULL, an empty one included) cast to string or int64: every row
+    has a NULL type or time, so none is an event -- as for any other column type -- and the
+    result is that of no events, not an error about the column's type."""
+    for name, typ in ((type_column or DEFAULT_TYPE_COLUMN, pa.string()), (time_column, pa.int64())):
+        i = table.schema.get_field_index(name)
+        if i >= 0 and pa.types.is_null(table.schema.field(i).type):
+            table = table.set_column(i, pa.field(name, typ), table.column(i).cast(typ))
+    return table
+
+
 @with_recursion_room
 def result_schema(query: str | Query, input_schema: pa.Schema, *,
                   type_column: str | None = None, time_column: str = "time") -> pa.Schema:
@@ -168,4 +180,4 @@ def output_schema(bound: BoundQuery) -> pa.Schema:
 
 
 __all__ = ["MAX_WINDOWS_PER_EVENT", "as_table", "assumed_schema", "check_windows_per_event", "evaluate_table",
-           "output_schema", "parse", "plan", "require_window", "result_schema"]
+           "output_schema", "parse", "plan", "require_window", "result_schema", "typed_nulls"]

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
-from cogra.errors import AggregateOverflowError, DataError
+from cogra.errors import AggregateOverflowError, DataError, sql_value
 from cogra.language.ast import AggFunc, Aggregate, AttrRef, Query, ReturnItem
 
 INT64_MIN = -(2**63)
@@ -230,7 +230,7 @@ def overflow_error(query: Query, item: str, typ: pa.DataType, window: tuple[Any,
         start, end = (_shown_time(_window_bound(w, time_type), time_type) for w in window)
         where = f" in window [{start}, {end})"
     if query.group_by:
-        values = ", ".join(f"{ref.text} = {v!r}" for ref, v in zip(query.group_by, group))
+        values = ", ".join(f"{ref.text} = {sql_value(v)}" for ref, v in zip(query.group_by, group))
         where += f" of group {values}"
     value = f" (its exact value has {magnitude})" if magnitude else ""
     return AggregateOverflowError(
@@ -248,14 +248,22 @@ def _shown_time(value: Any, time_type: pa.DataType) -> str:
 
 
 def _magnitude(value: Any) -> str:
+    """``about 1.18 x 10^21``: the value's three leading digits and decimal exponent, however
+    large it is.  From the logarithm, not the decimal string: a count over a million events
+    under skip-till-any-match has ~300k digits, past Python's limit for int -> str (4300)
+    (a double's logarithm of it is off by ~1e-10: the third digit stays right)."""
     try:
         frac = Fraction(value)
     except (TypeError, ValueError):
         return f"value {value!r}"
     if frac == 0:
         return "value 0"
-    # From the bit lengths, not the decimal strings: a count over a million events under
-    # skip-till-any-match has ~300k digits, past Python's limit for int -> str (4300).
-    digits = int((abs(frac.numerator).bit_length() - frac.denominator.bit_length()) * 0.30102999566398120)
-    return f"about 10^{max(digits, 0)}"
+    size = abs(frac)
+    log = math.log10(size.numerator) - math.log10(size.denominator)  # (ints of any size)
+    exponent = math.floor(log)
+    leading = f"{10 ** (log - exponent):.2f}".rstrip("0").rstrip(".")
+    if leading == "10":  # (9.996 rounds up: the next power)
+        leading, exponent = "1", exponent + 1
+    sign = "-" if frac < 0 else ""
+    return f"about {sign}{leading} x 10^{exponent}"
 

@@ -42,7 +42,7 @@ import pyarrow.compute as pc
 from pyspark.sql.udtf import AnalyzeArgument, AnalyzeResult
 
 import cogra
-from cogra.errors import CograDataWarning, CograError, DataError
+from cogra.errors import CograDataWarning, CograError, DataError, sql_value
 from cogra.language.ast import AttrRef, Query, Span
 from cogra.spark.udtf_analysis import (  # noqa: F401 - FUNCTION_NAME, sql_string: the names users import from here
     EVENT_TIME_ALIAS,
@@ -445,7 +445,7 @@ class _ChunkedEvaluator:
     def _too_large(self, batch: pa.RecordBatch) -> None:
         """The open group holds more rows than a worker may (it is evaluated whole: no
         WITHIN, or windows too long to slice it by)."""
-        key = {k: batch.column(k)[batch.num_rows - 1].as_py() for k in self.keys}
+        key = ", ".join(f"{k} = {sql_value(batch.column(k)[batch.num_rows - 1].as_py())}" for k in self.keys)
         where = f"key group {key}" if key else "the input (one group: the query has no plain key)"
         raise DataError(
             f"{FUNCTION_NAME}: {where} holds more than {self.max_group_rows:,} rows, which this "

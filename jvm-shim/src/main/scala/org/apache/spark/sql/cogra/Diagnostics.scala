@@ -8,7 +8,7 @@ import com.fasterxml.jackson.databind.{JsonNode, ObjectMapper}
 import net.razorvine.pickle.Unpickler
 
 import org.apache.spark.internal.Logging
-import org.apache.spark.sql.SparkSession
+import org.apache.spark.sql.{AnalysisException, SparkSession}
 import org.apache.spark.sql.catalyst.expressions.{Expression, PythonUDF}
 import org.apache.spark.sql.catalyst.plans.logical.TransformWithStateInPySpark
 import org.apache.spark.sql.classic
@@ -60,8 +60,16 @@ object Diagnostics extends AdaptiveSparkPlanHelper with Logging {
     override def onSuccess(funcName: String, qe: QueryExecution, durationNs: Long): Unit =
       messages(qe.executedPlan).foreach(record)
 
+    /** Resets the reports (a failed run's are not the next run's) where the query got a
+     *  physical plan.  One that failed analysis has none, and asking for it throws the
+     *  query's own error again: logged by the listener bus as a second error, with the
+     *  error's stack trace rewritten to the listener's (Spark's lazy plans re-stamp a cached
+     *  failure with each caller's stack), which is what the user then reads. */
     override def onFailure(funcName: String, qe: QueryExecution, exception: Exception): Unit =
-      messages(qe.executedPlan)  // reset: a failed run's reports are not the next run's
+      exception match {
+        case _: AnalysisException =>
+        case _ => scala.util.Try(qe.executedPlan).foreach(messages)
+      }
   }
 
   private val watchingStreams =
