@@ -349,7 +349,7 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         add("|---|---:|---:|---:|---|")
         extra = spark["cogra_session"] - spark["plain_session"]
         add(f"| session (s) | {spark['cogra_session']:.2f} | {spark['plain_session']:.2f} (plain) | "
-            f"+{extra:.2f} s | {_verdict(extra <= 1.0)} |")
+            f"{extra:+.2f} s | {_verdict(extra <= 1.0)} |")
         ratio = spark["first"] / spark["second"]
         add(f"| q1, first MATCH_TREND (s) | {spark['first']:.2f} | {spark['second']:.2f} (second) | "
             f"{ratio:.2f}x | {_verdict(ratio <= 2.0)} |")

@@ -76,6 +76,10 @@ def rows(md: str) -> list[tuple[str, str, str]]:
     if first:
         out.append(("a fresh process's first `cogra.evaluate` vs the same query's steady state (q1-q3 at 1M "
                      "events; `SEQ(A+, B)` at 3M per semantics, aggregates and type column)", first, ">= 0.5"))
+    spark = spark_first_span(md)
+    if spark:
+        out.append(("a new Spark application (`local[2]`): `cogra.spark.session()` vs a plain session; its "
+                    "first MATCH_TREND (q1, 2M Parquet rows) vs its second", spark, "≤ +1 s; ≤ 2x"))
     flink = flink_span(md)
     if flink:
         out.append(("cogra vs Flink CEP (report §9 queries, any and contiguous; at the largest size Flink "
@@ -126,6 +130,26 @@ def first_run_span(md: str) -> str | None:
     return (f"{min(ratios):.2f}-{max(ratios):.2f} of its rate (first {min(f for f, *_ in found):.2f}-"
             f"{max(f for f, *_ in found):.2f} s, steady {min(s for _, s, *_ in found):.3f}-"
             f"{max(s for _, s, *_ in found):.3f} s; {met} of {len(found)} cases met)")
+
+
+def spark_first_span(md: str) -> str | None:
+    """The first-run section's new-application rows (written by :mod:`cogra.bench.first_run`):
+    the session's extra seconds and the first query's ratio to the second."""
+    at = md.find("## First run: a fresh process")
+    if at < 0:
+        return None
+    found: dict[str, list[str]] = {}
+    for line in md[at:].splitlines()[1:]:
+        if line.startswith("## ") or line.startswith("<!-- first-run: end"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in ("session (s)", "q1, first MATCH_TREND (s)"):
+            found[cells[0]] = cells
+    if len(found) < 2:
+        return None
+    session, first = found["session (s)"], found["q1, first MATCH_TREND (s)"]
+    return (f"{session[3]} ({session[1]} s against {session[2].split()[0]} s); {first[3]} "
+            f"({first[1]} s against {first[2].split()[0]} s)")
 
 
 def flink_span(md: str) -> str | None:
