@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cogra.api import parse
@@ -36,9 +37,32 @@ LOOPBACK: dict[str, str] = {
 }
 
 
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+"""The driver's logging where :func:`session` starts its JVM: Spark's defaults at WARN,
+without the warnings no user acts on (Hadoop's native-library notice)."""
+
+
 def local_defaults(master: str) -> dict[str, str]:
     """:data:`LOCAL_DEFAULTS`, and :data:`LOOPBACK` where ``master`` is local."""
     return {**LOCAL_DEFAULTS, **(LOOPBACK if master.strip().startswith("local") else {})}
+
+
+def _quiet_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` for a driver JVM about to start, without the console lines a user can
+    do nothing about: Spark's logging from :data:`LOG_CONFIG` (unless the user set the
+    driver's Java options), and for a local master ``SPARK_LOCAL_IP`` -- the address the
+    session binds to anyway (:data:`LOOPBACK`) -- so that Spark does not warn that the
+    host name resolves to a loopback address.  Nothing where a JVM already runs."""
+    from pyspark import SparkContext
+
+    if SparkContext._jvm is not None:  # (a gateway is up: its JVM has started)
+        return settings
+    if master.strip().startswith("local") and not master.strip().startswith("local-cluster"):
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK["spark.driver.bindAddress"])
+    if "spark.driver.extraJavaOptions" not in settings and "log4j2.configurationFile" not in os.environ.get(
+            "JAVA_TOOL_OPTIONS", ""):
+        settings = {**settings, "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"}
+    return settings
 
 
 #: Local defaults of :func:`session`; any of them can be overridden through ``**conf``.
@@ -139,8 +163,7 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     warm_up = prepare_executors is None and not is_cluster(master)
     builder = SparkSession.builder.appName(app_name).master(master)
     daemon = {"spark.python.daemon.module": executors.DAEMON_MODULE} if prepare or warm_up else {}
-    settings = {**local_defaults(master), **daemon,
-                **{str(k): v for k, v in conf.items()}}
+    settings = _quiet_start(master, {**local_defaults(master), **daemon, **{str(k): v for k, v in conf.items()}})
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
