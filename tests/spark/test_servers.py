@@ -12,6 +12,7 @@ the extension applies to each session the server creates, not only the first.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import re
 import signal
@@ -21,8 +22,10 @@ import threading
 import time
 from pathlib import Path
 from typing import Sequence
+from zoneinfo import ZoneInfo
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -48,6 +51,15 @@ README_VALUES = ", ".join(f"('{t}', {i + 1})" for i, t in enumerate("ABAACBAB"))
 README_VIEW = f"CREATE TEMPORARY VIEW readme AS SELECT * FROM VALUES {README_VALUES} AS t(type, time)"
 README_QUERY = "RETURN COUNT(*) PATTERN (SEQ(A+, B))+ SEMANTICS any"
 README_SQL = f"SELECT * FROM MATCH_TREND(TABLE(readme), {sql_literal(README_QUERY)})"
+
+# What a BI tool's chart reads: TIMESTAMP windows, BIGINT counts, DOUBLE averages.
+BI_QUERY = """RETURN sector, COUNT(*) AS trends, AVG(A.price) AS avg_price
+PATTERN Stock A+
+WHERE [company] AND A.price > NEXT(A).price
+GROUP-BY sector
+WITHIN 2 minutes SLIDE 30 seconds"""
+BI_SQL = f"SELECT * FROM MATCH_TREND(TABLE(bi_stock), {sql_literal(BI_QUERY)})"
+BI_EPOCH = 1_767_605_400  # 2026-01-05 09:30:00 UTC
 
 BAD_QUERY = "RETURN COUNT(*)\nPATTERN Stock A+\nWHERE C.price > 1"
 BAD_SQL = f"SELECT * FROM MATCH_TREND(TABLE(stock), {sql_literal(BAD_QUERY)})"
@@ -148,6 +160,18 @@ def stock_parquet(tmp_path_factory) -> tuple[Path, pa.Table]:
     return path, table
 
 
+@pytest.fixture(scope="module")
+def bi_stock_parquet(tmp_path_factory) -> tuple[Path, pa.Table]:
+    """3,000 ticks, about one a second, with a TIMESTAMP time column (UTC)."""
+    table = datasets.stock(n_events=3000, seed=11, rate=1.0)
+    micros = pc.multiply(pc.add(table["time"], BI_EPOCH), 1_000_000)
+    table = table.set_column(table.schema.get_field_index("time"), "time",
+                             micros.cast(pa.timestamp("us", tz="UTC")))
+    path = tmp_path_factory.mktemp("bi_stock")  # a table's directory
+    pq.write_table(table, path / "part-00000.parquet")
+    return path, table
+
+
 # ---------------------------------------------------------------------------
 # the command lines (nothing started)
 # ---------------------------------------------------------------------------
@@ -191,6 +215,24 @@ def test_server_command_lines():
 def thrift(tmp_path_factory):
     with server("thriftserver", tmp_path_factory.mktemp("thrift")) as running:
         yield running
+
+
+@pytest.fixture(scope="class")
+def bi_engine(thrift, bi_stock_parquet):
+    """A SQLAlchemy engine on the server as Superset makes one (``hive://`` is PyHive's
+    dialect), and what a BI user would set up through it: a table in the metastore over
+    Parquet files and a view holding MATCH_TREND's result."""
+    import sqlalchemy
+
+    path, _ = bi_stock_parquet
+    engine = sqlalchemy.create_engine(f"hive://cogra@{thrift.host}:{thrift.port}/default")
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text(f"CREATE TABLE bi_stock USING parquet LOCATION '{path}'"))
+            conn.execute(sqlalchemy.text(f"CREATE VIEW bi_trends AS {BI_SQL}"))
+        yield engine
+    finally:
+        engine.dispose()
 
 
 def hive_cursor(thrift):
@@ -299,6 +341,63 @@ class TestThriftServer:
         finally:
             first.close()
             second.close()
+
+    def test_thrift_sqlalchemy_runs_match_trend_with_typed_columns(self, bi_engine, bi_stock_parquet):
+        """A BI tool's query through SQLAlchemy (a dataset defined by SQL): the rows are
+        cogra.evaluate's, and the cursor's description types the columns as a chart needs
+        them (Superset and Redash read these type codes)."""
+        from sqlalchemy import text
+
+        _, table = bi_stock_parquet
+        names, want = evaluate_rows(BI_QUERY, table)
+        with bi_engine.connect() as conn:
+            zone = ZoneInfo(conn.execute(text("SELECT current_timezone()")).scalar_one())
+            result = conn.execute(text(BI_SQL))
+            description = result.cursor.description
+            got = result.fetchall()
+        assert [(d[0], d[1]) for d in description] == [
+            ("sector", "STRING_TYPE"), ("trends", "BIGINT_TYPE"), ("avg_price", "DOUBLE_TYPE"),
+            ("window_start", "TIMESTAMP_TYPE"), ("window_end", "TIMESTAMP_TYPE")]
+        assert [d[0] for d in description] == names
+        # PyHive turns a TIMESTAMP into a naive datetime in the session's time zone.
+        assert all(type(r.window_start) is dt.datetime and r.window_start.tzinfo is None for r in got)
+        assert all(type(r.trends) is int and type(r.avg_price) is float for r in got)
+        got = [(*r[:3], r[3].replace(tzinfo=zone), r[4].replace(tzinfo=zone)) for r in got]
+        assert len(got) > 100 and same_rows(got, want)
+
+    def test_thrift_sqlalchemy_inspector(self, bi_engine):
+        """What a BI tool's table browser asks SQLAlchemy's inspector. Columns of a table
+        and of a view over MATCH_TREND: typed. The list of tables: PyHive 0.7 reads the
+        first column of SHOW TABLES, which Spark names ``namespace`` (Hive's only column is
+        the table's name), so it lists ``default`` once per table; SHOW TABLES itself names
+        them. docs/spark.md says all this."""
+        import sqlalchemy
+        from pyhive.sqlalchemy_hive import HiveTimestamp
+
+        inspector = sqlalchemy.inspect(bi_engine)
+        assert "default" in inspector.get_schema_names()
+        assert inspector.has_table("bi_stock") and inspector.has_table("bi_trends")
+        with pytest.raises(sqlalchemy.exc.OperationalError, match="TABLE_OR_VIEW_NOT_FOUND"):
+            inspector.has_table("no_such_table")  # PyHive matches Hive's message, not Spark's
+
+        columns = {c["name"]: c["type"] for c in inspector.get_columns("bi_trends")}
+        assert list(columns) == ["sector", "trends", "avg_price", "window_start", "window_end"]
+        assert isinstance(columns["sector"], sqlalchemy.String)
+        assert isinstance(columns["trends"], sqlalchemy.BigInteger)
+        assert isinstance(columns["avg_price"], sqlalchemy.Float)  # PyHive's type for DOUBLE
+        assert isinstance(columns["window_start"], HiveTimestamp)
+        assert isinstance(columns["window_end"], HiveTimestamp)
+        assert [str(columns[n]) for n in columns] == ["VARCHAR", "BIGINT", "FLOAT", "TIMESTAMP", "TIMESTAMP"]
+        stock = {c["name"]: str(c["type"]) for c in inspector.get_columns("bi_stock")}
+        assert stock["time"] == "TIMESTAMP" and stock["price"] == "FLOAT" and stock["volume"] == "BIGINT"
+
+        with bi_engine.connect() as conn:
+            shown = conn.execute(sqlalchemy.text("SHOW TABLES")).mappings().all()
+        assert list(shown[0]) == ["namespace", "tableName", "isTemporary"]
+        assert {"bi_stock", "bi_trends"} <= {row["tableName"] for row in shown}
+        listed = inspector.get_table_names()
+        assert "bi_stock" not in listed, "PyHive now lists table names: update docs/spark.md"
+        assert listed == [row["namespace"] for row in shown]
 
     def test_thrift_error_names_line_and_column(self, thrift, stock_parquet):
         path, _ = stock_parquet
