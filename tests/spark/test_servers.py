@@ -219,13 +219,14 @@ def thrift(tmp_path_factory):
 
 @pytest.fixture(scope="class")
 def bi_engine(thrift, bi_stock_parquet):
-    """A SQLAlchemy engine on the server as Superset makes one (``hive://`` is PyHive's
-    dialect), and what a BI user would set up through it: a table in the metastore over
-    Parquet files and a view holding MATCH_TREND's result."""
+    """A SQLAlchemy engine on the server as a BI tool makes one (``hive+cogra://``: PyHive's
+    dialect reading Spark's catalog, :mod:`cogra.spark.sqlalchemy_dialect`), and what a BI
+    user would set up through it: a table in the metastore over Parquet files and a view
+    holding MATCH_TREND's result."""
     import sqlalchemy
 
     path, _ = bi_stock_parquet
-    engine = sqlalchemy.create_engine(f"hive://cogra@{thrift.host}:{thrift.port}/default")
+    engine = sqlalchemy.create_engine(f"hive+cogra://cogra@{thrift.host}:{thrift.port}/default")
     try:
         with engine.connect() as conn:
             conn.execute(sqlalchemy.text(f"CREATE TABLE bi_stock USING parquet LOCATION '{path}'"))
@@ -365,20 +366,22 @@ class TestThriftServer:
         got = [(*r[:3], r[3].replace(tzinfo=zone), r[4].replace(tzinfo=zone)) for r in got]
         assert len(got) > 100 and same_rows(got, want)
 
-    def test_thrift_sqlalchemy_inspector(self, bi_engine):
-        """What a BI tool's table browser asks SQLAlchemy's inspector. Columns of a table
-        and of a view over MATCH_TREND: typed. The list of tables: PyHive 0.7 reads the
-        first column of SHOW TABLES, which Spark names ``namespace`` (Hive's only column is
-        the table's name), so it lists ``default`` once per table; SHOW TABLES itself names
-        them. docs/spark.md says all this."""
+    def test_thrift_sqlalchemy_inspector(self, bi_engine, thrift):
+        """What a BI tool's table browser asks SQLAlchemy's inspector: the tables and the
+        views by name, whether one exists, and typed columns of a table and of a view over
+        MATCH_TREND.  PyHive's own ``hive://`` reads the first column of SHOW TABLES, Hive's
+        table name but Spark's namespace (it lists ``default`` once per table): what
+        ``hive+cogra://`` is for."""
         import sqlalchemy
         from pyhive.sqlalchemy_hive import HiveTimestamp
 
         inspector = sqlalchemy.inspect(bi_engine)
         assert "default" in inspector.get_schema_names()
-        assert inspector.has_table("bi_stock") and inspector.has_table("bi_trends")
-        with pytest.raises(sqlalchemy.exc.OperationalError, match="TABLE_OR_VIEW_NOT_FOUND"):
-            inspector.has_table("no_such_table")  # PyHive matches Hive's message, not Spark's
+        assert "bi_stock" in inspector.get_table_names() and "bi_trends" not in inspector.get_table_names()
+        assert "bi_trends" in inspector.get_view_names() and "bi_stock" not in inspector.get_view_names()
+        assert "bi_stock" in inspector.get_table_names(schema="default")
+        assert inspector.has_table("bi_stock") and inspector.has_table("BI_TRENDS")
+        assert not inspector.has_table("no_such_table")
 
         columns = {c["name"]: c["type"] for c in inspector.get_columns("bi_trends")}
         assert list(columns) == ["sector", "trends", "avg_price", "window_start", "window_end"]
@@ -391,13 +394,12 @@ class TestThriftServer:
         stock = {c["name"]: str(c["type"]) for c in inspector.get_columns("bi_stock")}
         assert stock["time"] == "TIMESTAMP" and stock["price"] == "FLOAT" and stock["volume"] == "BIGINT"
 
-        with bi_engine.connect() as conn:
-            shown = conn.execute(sqlalchemy.text("SHOW TABLES")).mappings().all()
-        assert list(shown[0]) == ["namespace", "tableName", "isTemporary"]
-        assert {"bi_stock", "bi_trends"} <= {row["tableName"] for row in shown}
-        listed = inspector.get_table_names()
-        assert "bi_stock" not in listed, "PyHive now lists table names: update docs/spark.md"
-        assert listed == [row["namespace"] for row in shown]
+        plain = sqlalchemy.create_engine(f"hive://cogra@{thrift.host}:{thrift.port}/default")
+        try:
+            listed = sqlalchemy.inspect(plain).get_table_names()
+        finally:
+            plain.dispose()
+        assert "bi_stock" not in listed and set(listed) == {"default"}, listed
 
     def test_thrift_error_names_line_and_column(self, thrift, stock_parquet):
         path, _ = stock_parquet
