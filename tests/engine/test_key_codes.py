@@ -10,7 +10,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cogra.runtime.engine import _sorted_codes, key_codes
+from cogra.runtime.columns import _sorted_codes, key_codes
 
 INT_TYPES = [pa.int8(), pa.int32(), pa.int64(), pa.uint64()]
 
@@ -117,7 +117,7 @@ def test_short_strings_are_coded_by_a_compiled_dictionary() -> None:
     # Thousands of distinct values (the table doubles many times), a sliced array of each
     # string type, and a long string late in the array (the compiled coder gives up there;
     # Arrow codes the column): the same codes as a dictionary encoding.
-    from cogra.runtime.engine import _dictionary_codes
+    from cogra.runtime.columns import _dictionary_codes
     from cogra.runtime.compiled.substream_split import short_string_codes
 
     rng = np.random.default_rng(3)

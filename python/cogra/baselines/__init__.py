@@ -72,7 +72,7 @@ class BaselineLimitExceeded(RuntimeError):
 # ---------------------------------------------------------------------------
 
 
-from cogra.runtime.engine import numpy_column  # noqa: E402  (one conversion for all)
+from cogra.runtime.columns import numpy_column  # noqa: E402  (one conversion for all)
 
 
 def _codes(table: pa.Table, names: Sequence[str]) -> tuple[np.ndarray, list[tuple]]:

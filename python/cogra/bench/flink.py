@@ -246,9 +246,9 @@ def translate(query: str, table: pa.Table, *, allow_next: bool = False) -> Spec:
 
 
 def _key_codes(table: pa.Table, keys: tuple[str, ...]) -> tuple[np.ndarray, list[tuple]]:
-    """Per row, the code of its key values (the engine's :func:`~cogra.runtime.engine.key_codes`);
+    """Per row, the code of its key values (the engine's :func:`~cogra.runtime.columns.key_codes`);
     and the values of each code."""
-    from cogra.runtime.engine import key_codes
+    from cogra.runtime.columns import key_codes
 
     codes, first = key_codes(table, keys)
     if not keys:

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.runtime.evaluation import parse
-from cogra.runtime.engine import micros
+from cogra.runtime.columns import micros
 from cogra.runtime.windows import WindowSpec, is_integral
 
 NULL_TIME = np.iinfo(np.int64).min

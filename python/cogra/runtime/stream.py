@@ -48,7 +48,8 @@ from cogra.analysis.granularity import Executor
 from cogra.errors import DataError
 from cogra.language.limits import with_recursion_room
 from cogra.runtime.compiled.attribute_columns import attribute_scales
-from cogra.runtime.engine import Engine, canonical_keys, key_codes, micros
+from cogra.runtime.columns import canonical_keys, key_codes, micros
+from cogra.runtime.engine import Engine
 from cogra.runtime.compiled.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
