@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install cogra with everything it needs, offline-safe to re-run.
-# Usage: scripts/setup.sh            -> runtime + Spark + tests + benchmarks (Flink's jars too)
+# Usage: scripts/setup.sh            -> runtime + Spark + tests + benchmarks (Flink's jars too) + the notebook's kernel
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -12,7 +12,7 @@ stamp=.venv/.cogra-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  .venv/bin/python -m pip install --quiet -e ".[spark,test,bench,bench-flink]"
+  .venv/bin/python -m pip install --quiet -e ".[spark,test,bench,bench-flink,notebook]"
   echo "$want" > "$stamp"
 fi
 # Compile the generic kernels ahead of time once per kernel source (a minute on two
