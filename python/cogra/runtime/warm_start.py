@@ -137,10 +137,15 @@ def _plan() -> list[tuple[str, Callable[[], object]]]:
 
     def target() -> None:
         import numpy.ma  # noqa: F401 - numba's typeof of an ndarray imports it (numpy loads it lazily): 10-25 ms
+        from numba.core.compiler_lock import global_compiler_lock
         from numba.core.registry import cpu_target
 
-        cpu_target.typing_context.refresh()
-        cpu_target.target_context.refresh()
+        # Under numba's compiler lock, as a compile refreshes them: the registries are
+        # generators, and a call loading its first kernel meanwhile refreshed the same ones
+        # from its thread ("ValueError: generator already executing").
+        with global_compiler_lock:
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
 
     plan: list[tuple[str, Callable[[], object]]] = [("numba target", target)]
     if not kernel_bundle.usable():
