@@ -151,7 +151,7 @@ def type_grained() -> None:
 
 @case
 def absence() -> None:
-    """Negation at the pattern's edge (SEMANTICS.md section 8.1): leading, trailing and
+    """Negation at the pattern's edge (docs/language.md, Absence at the edge of a pattern): leading, trailing and
     both, per semantics, over one window, tumbling and sliding windows, with and without
     keys, integer and timestamp times."""
     windows = ["", " WITHIN 10 seconds", " WITHIN 10 seconds SLIDE 2 seconds"]

@@ -203,6 +203,20 @@ def test_sql_subprocess_with_setup_sql(data, tmp_path):
     assert f"  {EVENTS}" in proc.stdout
 
 
+def test_a_failed_query_shows_its_error_once(tmp_path):
+    """A fresh process's failed MATCH_TREND (an overflow under ANSI mode): the error, in
+    SQL's words, once -- not also logged by the executor and the scheduler that aborted
+    the job (the session's log configuration, cogra.spark.session)."""
+    query = ("SELECT * FROM MATCH_TREND(TABLE(SELECT 'A' AS type, id AS time, CAST(NULL AS STRING) AS g "
+             "FROM range(70)), 'RETURN g, COUNT(*) PATTERN A+ GROUP-BY g')")
+    cmd = [sys.executable, "-m", "cogra.spark.cli", "sql", "--master", "local[1]", query]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-3000:]
+    assert output.count("does not fit int64 of group g = NULL") == 1, output[-6000:]
+    assert "ERROR" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_shim_prints_the_jar(capsys):
     assert cli.main(["shim"]) == 0
     assert Path(capsys.readouterr().out.strip()).is_file()

@@ -2,7 +2,7 @@
 
 Kept apart from the executors (window *configuration* versus window *logic*): the
 engine asks which windows hold a sub-stream's events and slices the events per
-window; every window is evaluated independently (SEMANTICS.md section 4).
+window; every window is evaluated independently (docs/language.md, Windows).
 All arithmetic is exact (``Fraction``), so a float time on a window boundary is
 assigned exactly as the definition says.
 """

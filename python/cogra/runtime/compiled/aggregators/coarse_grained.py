@@ -166,7 +166,7 @@ def _batch(mode, i, j, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final
     (a new trend counts ``unit`` in the float channel).  Returns whether any event
     played a variable.
 
-    Absence (SEMANTICS.md section 8.1): ``start_bits`` empty where a leading blocker came
+    Absence (docs/language.md, Absence at the edge of a pattern): ``start_bits`` empty where a leading blocker came
     earlier in the window; ``finishing`` False where a trailing blocker comes later, so
     the trends ending here are not added to the finished row; ``finals_now`` (under any)
     adds them per batch, as next and contiguous always do, instead of at the window's end."""
@@ -299,7 +299,7 @@ def run_windows(
     start_until, finish_from,
 ):
     """Every window ``[win_lo[w], win_hi[w])``, each from empty states, into row ``w`` of
-    the outputs.  Absence (SEMANTICS.md section 8.1), per window, in the times' type:
+    the outputs.  Absence (docs/language.md, Absence at the edge of a pattern), per window, in the times' type:
     ``start_until[w]`` the first leading blocker's time (trends start at events up to
     it), ``finish_from[w]`` the last trailing blocker's (trends count when they end from
     it on); an empty array where the query has no such negation."""

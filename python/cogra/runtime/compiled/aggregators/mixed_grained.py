@@ -468,7 +468,7 @@ def run_mixed_windows(
     -1: no event of it yet in the window), the window's exponent raised to the row's first
     if it is higher, so that loading only scales down.
 
-    Absence (SEMANTICS.md section 8.1), per window as :func:`coarse_grained.run_windows`
+    Absence (docs/language.md, Absence at the edge of a pattern), per window as :func:`coarse_grained.run_windows`
     takes it: trends start only at events up to ``start_until[w]`` and count as finished
     only when they end from ``finish_from[w]`` on (then, under any too, batch by batch);
     empty arrays where the query has no such negation.

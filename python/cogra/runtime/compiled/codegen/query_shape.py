@@ -32,7 +32,7 @@ class Shape:
     hold non-empty (``FastExecutor._live_channels``); with ``loads``, the module has the
     ring kernel's loading run ``ring_loading`` (:mod:`pane_loading`)."""
     absence: tuple[bool, bool] = (False, False)
-    """Whether the pattern has a leading and a trailing ``NOT`` (SEMANTICS.md section 8.1):
+    """Whether the pattern has a leading and a trailing ``NOT`` (docs/language.md, Absence at the edge of a pattern):
     the module's ``kernel`` then takes each window's cut-offs (``start_until``,
     ``finish_from``: :mod:`cogra.runtime.absence`) after its outputs."""
     saves: tuple | None = None

@@ -1,4 +1,4 @@
-"""Which blockers of an absence (SEMANTICS.md section 8.1) each window holds: the
+"""Which blockers of an absence (docs/language.md, Absence at the edge of a pattern) each window holds: the
 compiled pass of :mod:`cogra.runtime.absence`."""
 
 from __future__ import annotations
