@@ -22,13 +22,13 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="module")
 def generated_kernels():
     """Make every input large enough for the per-shape generated kernels (codegen)."""
-    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled import kernel_driver
     from cogra.runtime.compiled.windows import sliding
 
-    old = executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS
-    executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = 0
+    old = kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS
+    kernel_driver.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = 0
     yield
-    executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS = old
+    kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS = old
 
 
 @pytest.fixture(autouse=True, scope="session")

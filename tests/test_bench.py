@@ -164,22 +164,22 @@ def test_the_warm_up_compiles_the_generated_sliding_kernel_on_a_few_rows(monkeyp
     import cogra
     from cogra.datasets import stock
     from cogra.runtime.compiled.codegen import kernel_cache
-    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled import kernel_driver
     from cogra.runtime.compiled.finish import by_column
     from cogra.runtime.compiled.windows import sliding
 
-    before = (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
+    before = (kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
               by_column.SPECIALIZE_MIN_KEYS)
     ran = []
     real = kernel_cache.sliding_for
     monkeypatch.setattr(kernel_cache, "sliding_for", lambda shape: ran.append(shape) or real(shape))
     query = experiments.Q_SLIDING.format(slide=" SLIDE 1 second")
     with runner.generated_kernels_always():
-        assert (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
+        assert (kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
                 by_column.SPECIALIZE_MIN_KEYS) == (0, 0, 0, 0)
         cogra.evaluate(query, stock(runner.WARMUP_ROWS, rate=10.0), on_overflow="null")
     assert ran  # the generated sharing kernel ran (compiled, or loaded from the cache)
-    assert (executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
+    assert (kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, sliding.MIN_EVENTS_PER_WINDOW,
             by_column.SPECIALIZE_MIN_KEYS) == before
 
 

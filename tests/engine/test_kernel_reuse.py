@@ -17,7 +17,7 @@ from cogra.examples import Q3
 from cogra.runtime.compiled.codegen import background
 from cogra.runtime.compiled.codegen import kernel_cache
 from cogra.runtime.compiled.codegen import query_shape
-from cogra.runtime.compiled import executor
+from cogra.runtime.compiled import kernel_driver
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import forced
 
@@ -57,7 +57,7 @@ def test_small_input_reuses_a_compiled_window_kernel(reuse, monkeypatch, generat
     monkeypatch.setattr(kernel_cache, "kernel_for", lambda shape: shapes.append(shape) or real_kernel_for(shape))
     cogra.evaluate(TUMBLING, stock(3000, rate=20.0))  # thresholds lowered: compiles it
     assert shapes and kernel_cache.is_compiled(shapes[0], "kernel")
-    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)  # no size qualifies any more
+    monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", 10**9)  # no size qualifies any more
     shapes.clear()
     small = stock(2000, rate=20.0, seed=5)
     got = cogra.evaluate(TUMBLING, small)
@@ -232,7 +232,7 @@ def test_a_chunk_starts_the_window_kernel_compiling_in_the_background(reuse, mon
     monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
     monkeypatch.setattr(kernel_cache, "_LOADED", {})
     monkeypatch.setattr(kernel_cache, "_NOT_COMPILED", {})
-    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
+    monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", 10**9)
     monkeypatch.setattr(background, "BACKGROUND_MIN_EVENTS", 1000)
     requests = []
     monkeypatch.setattr(background, "compile_in_background", lambda s, f, a: requests.append((s, f, a)) or True)
@@ -311,7 +311,7 @@ def _background_requests(monkeypatch, query: str, table, threshold: int) -> tupl
     size threshold out of reach and background.BACKGROUND_MIN_EVENTS at ``threshold``."""
     from cogra.runtime.compiled.windows import sliding
 
-    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
+    monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", 10**9)
     monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 10**9)
     monkeypatch.setattr(background, "BACKGROUND_MIN_EVENTS", threshold)
     requests = []
@@ -389,7 +389,7 @@ def test_a_streamed_chunk_requests_the_continuing_kernel(reuse, monkeypatch, tmp
     monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
     monkeypatch.setattr(kernel_cache, "_LOADED", {})
     monkeypatch.setattr(kernel_cache, "_NOT_COMPILED", {})
-    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 10**9)
+    monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", 10**9)
     requests = []
     monkeypatch.setattr(background, "compile_in_background", lambda s, f, a: requests.append((s, f, a)) or True)
     query = ("RETURN COUNT(*), SUM(S.volume), MAX(S.price) PATTERN Stock S+ SEMANTICS skip-till-next-match "

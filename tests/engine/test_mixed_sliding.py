@@ -130,11 +130,11 @@ def test_q3_shared_equals_per_window_kernel(lanes) -> None:
 def test_huge_counts_fall_back_per_window(monkeypatch, lanes) -> None:
     # Strictly increasing values: every subset is a trend, 2**n per window -- past 2**600
     # the group is redone window by window (COUNT overflows to NULL, AVG stays exact).
-    from cogra.runtime.compiled.executor import FastExecutor
+    from cogra.runtime.compiled.kernel_driver import KernelDriver
 
     redone = []
-    real = FastExecutor.run_raw
-    monkeypatch.setattr(FastExecutor, "run_raw", lambda self, subs, lo, hi: redone.append(len(lo))
+    real = KernelDriver.run_raw
+    monkeypatch.setattr(KernelDriver, "run_raw", lambda self, subs, lo, hi: redone.append(len(lo))
                         or real(self, subs, lo, hi))
     n = 700
     table = pa.table({"type": ["A"] * n, "time": pa.array(range(n), pa.int64()),

@@ -26,7 +26,7 @@ from cogra.runtime.engine import Engine
 from cogra.runtime.compiled.finish import by_column
 from cogra.runtime.compiled.windows import sliding
 from cogra.runtime.compiled.channels import OP_CNT, OP_NN, OP_SUM_FLOAT
-from cogra.runtime.compiled.executor import FastExecutor
+from cogra.runtime.compiled.kernel_driver import KernelDriver
 from tests.compare import assert_compiled_equals_reference, assert_same_result
 
 
@@ -41,11 +41,11 @@ def _table(n: int, *, seed: int = 0, negative: bool = False) -> pa.Table:
                      "f": pa.array(f, pa.float64())})
 
 
-def _fast(query: str, table: pa.Table) -> FastExecutor:
-    return FastExecutor(Engine(cogra.plan(query, table.schema), table))
+def _fast(query: str, table: pa.Table) -> KernelDriver:
+    return KernelDriver(Engine(cogra.plan(query, table.schema), table))
 
 
-def _roles(fast: FastExecutor, slots) -> set[tuple]:
+def _roles(fast: KernelDriver, slots) -> set[tuple]:
     layout = fast.engine.layout
     return {(layout.slots[i].role, layout.names[layout.slots[i].states[0]]
              if layout.slots[i].states else None, layout.slots[i].attribute) for i in slots}

@@ -30,14 +30,14 @@ from tests.engine.test_sliding import forced
 @contextlib.contextmanager
 def generic_only():
     """The generic ring kernel for every run (the generated runs' size threshold out of reach)."""
-    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled import kernel_driver
 
-    old = executor.SPECIALIZE_MIN_EVENTS
-    executor.SPECIALIZE_MIN_EVENTS = 10**12
+    old = kernel_driver.SPECIALIZE_MIN_EVENTS
+    kernel_driver.SPECIALIZE_MIN_EVENTS = 10**12
     try:
         yield
     finally:
-        executor.SPECIALIZE_MIN_EVENTS = old
+        kernel_driver.SPECIALIZE_MIN_EVENTS = old
 
 
 def generated_equals_generic(query: str, table: pa.Table, exact: bool = True) -> dict:

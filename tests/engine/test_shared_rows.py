@@ -325,13 +325,13 @@ def test_q3_runs_a_batch_per_group_and_equals_one_batch(monkeypatch) -> None:
     # and the exact executor's.
     # Whether the generated runs repay compiling is decided on the whole run, not on a
     # batch: here every batch is below the size that does, all of them together not.
-    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled import kernel_driver
 
     table = stock(3000, rate=2.0)
     calls = []
     real = kept_totals._batches
     monkeypatch.setattr(kept_totals, "_batches", lambda *a: calls.append(real(*a)) or calls[-1])
-    monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", table.num_rows)  # (the ring's runs use it)
+    monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", table.num_rows)  # (the ring's runs use it)
     with batches_of(1):
         per_group = shared_equals_unshared_and_exact(Q3, table)
         per_group_result = evaluate(Q3, table)

@@ -212,21 +212,21 @@ def test_huge_counts_are_rescaled(monkeypatch, generated) -> None:
     # 2^n - 1 trends per window: the floats pass 2^1000 and are kept with exponents
     # (no fallback to the per-window kernel); COUNT overflows int64 (NULL), AVG does not.
     # Both the generic sharing kernel and the one generated for the query's shape.
-    from cogra.runtime.compiled.executor import FastExecutor
+    from cogra.runtime.compiled.kernel_driver import KernelDriver
 
     generated_runs = []
     if generated:
         from cogra.runtime.compiled.codegen import kernel_cache
-        from cogra.runtime.compiled import executor
+        from cogra.runtime.compiled import kernel_driver
 
         # as the generated_kernels fixture, for this test only (that one is per module)
         monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 0)
-        monkeypatch.setattr(executor, "SPECIALIZE_MIN_EVENTS", 0)
+        monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", 0)
         real_for = kernel_cache.sliding_for
         monkeypatch.setattr(kernel_cache, "sliding_for", lambda shape: generated_runs.append(1) or real_for(shape))
     direct_runs = []
-    real = FastExecutor.run_raw
-    monkeypatch.setattr(FastExecutor, "run_raw", lambda self, *a: direct_runs.append(1) or real(self, *a))
+    real = KernelDriver.run_raw
+    monkeypatch.setattr(KernelDriver, "run_raw", lambda self, *a: direct_runs.append(1) or real(self, *a))
     n = 1200
     table = pa.table({"type": ["A"] * n, "time": pa.array(range(n), pa.int64()),
                       "v": pa.array([i % 7 for i in range(n)], pa.int64())})

@@ -77,11 +77,11 @@ def test_linear_response_derived_only_for_one_kleene_variable_under_any(query, d
     # one variable that every event playing it starts and extends, under any.
     import cogra
     from cogra.runtime.engine import Engine
-    from cogra.runtime.compiled.executor import FastExecutor
+    from cogra.runtime.compiled.kernel_driver import KernelDriver
 
     table = pa.table({"type": ["A", "B"], "time": pa.array([0, 1], pa.int64()), "v": [1, 2], "w": [0.5, 1.5]})
     engine = Engine(cogra.plan(query + " WITHIN 6 seconds SLIDE 1 second", table.schema), table)
-    shape = FastExecutor(engine, subs=engine.substreams()).shape()
+    shape = KernelDriver(engine, subs=engine.substreams()).shape()
     assert window_kernel.one_kleene_variable_under_any(shape) is derived
 
 

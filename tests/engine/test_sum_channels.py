@@ -3,7 +3,7 @@
 Such a sum's bound is the same products of the same values as its approximation, bit
 for bit, so :func:`channels.channel_layout` names the approximation as the slot's bound
 and gives the op the bound index -1, which every kernel skips; a split float sum's low
-limb is never negative whatever the data.  :class:`FastExecutor` decides it per table
+limb is never negative whatever the data.  :class:`KernelDriver` decides it per table
 (none when streaming: later batches are unseen).  Here: the layout, the decision, and
 that every compiled path -- direct, sliding sharing (generic and generated), mixed
 ring, streamed -- gives the reference's results with the channels dropped and kept.
@@ -24,7 +24,7 @@ from cogra.runtime.compiled.windows import mixed_grouped
 from cogra.runtime.compiled.windows import sliding
 from cogra.runtime.compiled.windows import pane_maps
 from cogra.runtime.compiled.channels import OP_SUM_INT, channel_layout
-from cogra.runtime.compiled.executor import FastExecutor
+from cogra.runtime.compiled.kernel_driver import KernelDriver
 from tests.compare import assert_compiled_equals_reference, assert_same_result
 
 QUERY = ("RETURN g, COUNT(*), SUM(A.x), AVG(A.x), SUM(A.f), AVG(A.f) PATTERN A+ "
@@ -46,11 +46,11 @@ def _table(n: int, *, negative: bool, seed: int = 0) -> pa.Table:
                      "f": pa.array(f, pa.float64())})
 
 
-def _fast(query: str, table: pa.Table, **kw) -> FastExecutor:
-    return FastExecutor(Engine(cogra.plan(query, table.schema), table), **kw)
+def _fast(query: str, table: pa.Table, **kw) -> KernelDriver:
+    return KernelDriver(Engine(cogra.plan(query, table.schema), table), **kw)
 
 
-def _sum_entries(fast: FastExecutor) -> dict[str, tuple]:
+def _sum_entries(fast: KernelDriver) -> dict[str, tuple]:
     """Slot-map entries of the sums by attribute."""
     out = {}
     for slot, entry in zip(fast.engine.layout.slots, fast.chan.slot_map):
@@ -80,14 +80,14 @@ def test_never_negative_sums_alias_their_bound_and_drop_the_op_bound() -> None:
 def test_the_decision_reads_the_table_and_never_a_stream() -> None:
     table = _table(20, negative=False)
     engine = Engine(cogra.plan(QUERY, table.schema), table)
-    assert FastExecutor._never_negative_sums(engine) == {"x", "f"}
-    assert FastExecutor._never_negative_sums(engine, streaming=True) == frozenset()
+    assert KernelDriver._never_negative_sums(engine) == {"x", "f"}
+    assert KernelDriver._never_negative_sums(engine, streaming=True) == frozenset()
     # Nulls are skipped, -0.0 is not negative, a column of nulls has nothing negative.
     odd = table.set_column(4, "f", pa.array([None, -0.0] * 10, pa.float64()))
     odd = odd.set_column(3, "x", pa.array([None] * 20, pa.int64()))
-    assert FastExecutor._never_negative_sums(Engine(cogra.plan(QUERY, odd.schema), odd)) == {"x", "f"}
+    assert KernelDriver._never_negative_sums(Engine(cogra.plan(QUERY, odd.schema), odd)) == {"x", "f"}
     one_negative = table.set_column(3, "x", pa.array([5] * 19 + [-1], pa.int64()))
-    assert FastExecutor._never_negative_sums(Engine(cogra.plan(QUERY, table.schema), one_negative)) == {"f"}
+    assert KernelDriver._never_negative_sums(Engine(cogra.plan(QUERY, table.schema), one_negative)) == {"f"}
     # The layout without the set keeps every bound (what streaming uses, bar the low limb).
     lay = channel_layout(engine.layout, table.schema, frozenset({"f"}))
     assert [op[5] >= 0 for op in lay.program.tolist() if op[1] == OP_SUM_INT] == [True, True, False]

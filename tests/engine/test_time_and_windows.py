@@ -346,12 +346,12 @@ def test_windows_that_cannot_finish_a_trend_are_not_evaluated(monkeypatch) -> No
     table = pa.table({"type": types, "time": pa.array([0, 3, 7, 9, 12, 20, 21, 25, 31, 40], pa.int64()),
                       "v": pa.array(range(10), pa.int64())})
     query = "RETURN COUNT(*), SUM(B.v) PATTERN SEQ(A, B) SEMANTICS skip-till-any-match WITHIN 6 seconds SLIDE 2 seconds"
-    for fast in (None, False):
-        engine = Engine(cogra.plan(query, table.schema), table, fast=fast)
+    for compiled in (None, False):
+        engine = Engine(cogra.plan(query, table.schema), table, compiled=compiled)
         got = engine.result_table(on_overflow="null")
         evaluated = engine.stats["windows"]
         monkeypatch.setattr(Engine, "_finish_ends", lambda self, subs: None)
-        engine = Engine(cogra.plan(query, table.schema), table, fast=fast)
+        engine = Engine(cogra.plan(query, table.schema), table, compiled=compiled)
         every = engine.result_table(on_overflow="null")
         monkeypatch.undo()
         assert evaluated < engine.stats["windows"]

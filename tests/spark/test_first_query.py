@@ -1,5 +1,5 @@
 """What a new application's first MATCH_TREND waits for, started by ``cogra.spark.session``
-on a local master without holding the session back (cogra.spark.executors)."""
+on a local master without holding the session back (cogra.spark.workers)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ def test_a_local_session_starts_its_python_workers_in_the_background(spark) -> N
     """The daemon that loads cogra and the bundle before forking workers is set for a
     local master too, and the warm-up (analysis worker, one probe task per core) runs in
     threads: once it ends, every task's worker starts with cogra imported."""
-    from cogra.spark import executors
+    from cogra.spark import workers
 
-    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == executors.DAEMON_MODULE
-    assert executors.wait_warmed_up(spark, timeout=300)
+    assert spark.sparkContext.getConf().get("spark.python.daemon.module") == workers.DAEMON_MODULE
+    assert workers.wait_warmed_up(spark, timeout=300)
     n = spark.sparkContext.defaultParallelism
-    found = [executors.ExecutorReport(*r) for r in executors.probe_tasks(spark, n)]
+    found = [workers.ExecutorReport(*r) for r in workers.probe_tasks(spark, n)]
     assert len(found) == n and all(r.preloaded and r.cogra for r in found), found
 
 
@@ -28,10 +28,10 @@ def test_the_probe_starts_the_daemon_matchtrends_tasks_fork_from(spark) -> None:
     forked by the daemon the probe started, not by a second one."""
     import os
 
-    from cogra.spark import executors
+    from cogra.spark import workers
 
     n = spark.sparkContext.defaultParallelism
-    probed = {executors.ExecutorReport(*r).daemon for r in executors.probe_tasks(spark, n)}
+    probed = {workers.ExecutorReport(*r).daemon for r in workers.probe_tasks(spark, n)}
 
     def parent(batches):
         import os as _os
@@ -50,10 +50,10 @@ def test_the_probe_starts_the_daemon_matchtrends_tasks_fork_from(spark) -> None:
 def test_without_the_sql_environment_an_rdd_job_gets_another_daemon(spark) -> None:
     """What the probe's environment is for: a plain RDD job's workers come from another
     daemon than a SQL job's (so the test above can fail)."""
-    from cogra.spark import executors
+    from cogra.spark import workers
 
     n = spark.sparkContext.defaultParallelism
-    probed = {executors.ExecutorReport(*r).daemon for r in executors.probe_tasks(spark, n)}
+    probed = {workers.ExecutorReport(*r).daemon for r in workers.probe_tasks(spark, n)}
     plain = set(spark.sparkContext.parallelize(range(n), n).mapPartitions(
         lambda rows: [__import__("os").getppid()]).collect())
     assert plain and not plain & probed

@@ -48,8 +48,8 @@ SCRIPT = textwrap.dedent("""
         want_rows = list(zip(*[want.column(i).to_pylist() for i in range(want.num_columns)]))
         report[name] = {"rows": len(rows), "equal": same_rows(rows, want_rows), "seconds": times}
     report["executors"] = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # not the driver
-    from cogra.spark import executors
-    report["probes"] = [r.__dict__ for r in executors.prepare(spark)]
+    from cogra.spark import workers
+    report["probes"] = [r.__dict__ for r in workers.prepare(spark)]
     spark.stop()
     print(json.dumps(report))
 """)
@@ -66,7 +66,7 @@ def test_q1_to_q3_on_a_local_cluster_equal_cogra_evaluate(tmp_path: Path) -> Non
     for name in ("q1", "q2", "q3"):
         assert report[name]["rows"] > 0 and report[name]["equal"], (name, report)
     # session() prepared the executors: their Python daemons load cogra before forking
-    # workers (cogra.spark.executors), so a worker starts with it -- the driver's version,
+    # workers (cogra.spark.workers), so a worker starts with it -- the driver's version,
     # with the kernels compiled ahead of time where the checkout has them.
     import cogra
     from cogra.runtime import kernel_bundle

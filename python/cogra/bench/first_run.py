@@ -82,13 +82,13 @@ result = {"import": imported, "data": prepared, "first": first, "warm_start": wa
 if case.get("steady"):
     # Compile every kernel the query's route uses, generated ones included, in the
     # foreground: the state the process reaches once its background compiles are done.
-    from cogra.runtime.compiled import executor
+    from cogra.runtime.compiled import kernel_driver
     from cogra.runtime.compiled.finish import by_column
     from cogra.runtime.compiled.windows import sliding
-    limits = executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, by_column.SPECIALIZE_MIN_KEYS
-    executor.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = by_column.SPECIALIZE_MIN_KEYS = 0
+    limits = kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, by_column.SPECIALIZE_MIN_KEYS
+    kernel_driver.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = by_column.SPECIALIZE_MIN_KEYS = 0
     call()
-    executor.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, by_column.SPECIALIZE_MIN_KEYS = limits
+    kernel_driver.SPECIALIZE_MIN_EVENTS, sliding.SPECIALIZE_MIN_EVENTS, by_column.SPECIALIZE_MIN_KEYS = limits
     result["steady"] = min(call() for _ in range(3))
 print(json.dumps(result))
 """
@@ -357,7 +357,7 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
     if result["executor"]:
         add(f"A fresh executor: each query through `spark.sql` on `local-cluster[2,1,1024]` "
             f"({result['executor'][0]['events']:,} events, two partitions, `cogra.spark.session`, which "
-            "prepares the executors: `cogra.spark.executors`). *Fresh executors*: the query first on a new "
+            "prepares the executors: `cogra.spark.workers`). *Fresh executors*: the query first on a new "
             "application. *Warm executors*: the query on an application whose executors ran the other two "
             "first (median of the two). *Repeated*: its second run there (median).")
         add("")

@@ -124,11 +124,11 @@ class generated_kernels_always:
     runs measured the generic sharing kernel, ~4x slower.)"""
 
     def _thresholds(self) -> list[tuple[Any, str]]:
-        from cogra.runtime.compiled import executor
+        from cogra.runtime.compiled import kernel_driver
         from cogra.runtime.compiled.finish import by_column
         from cogra.runtime.compiled.windows import sliding
 
-        return [(executor, "SPECIALIZE_MIN_EVENTS"), (sliding, "SPECIALIZE_MIN_EVENTS"),
+        return [(kernel_driver, "SPECIALIZE_MIN_EVENTS"), (sliding, "SPECIALIZE_MIN_EVENTS"),
                 (sliding, "MIN_EVENTS_PER_WINDOW"), (by_column, "SPECIALIZE_MIN_KEYS")]
 
     def __enter__(self) -> None:

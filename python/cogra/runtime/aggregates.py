@@ -114,7 +114,7 @@ class Layout:
         values (only ever tested for zero), and the trend count when ``COUNT(*)`` is not
         returned.  The compiled kernels keep such slots in doubles alone
         (:func:`cogra.runtime.compiled.channels.channel_layout`; sums only over values that are
-        never negative, ``FastExecutor._approximate_slots``); the Python executors ignore
+        never negative, ``KernelDriver._approximate_slots``); the Python executors ignore
         this."""
         exact = {f[1] for f in self.finals if f[0] in ("slot", "SUM")}
         return frozenset(i for i, s in enumerate(self.slots)

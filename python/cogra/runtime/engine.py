@@ -97,7 +97,7 @@ class SubStreams:
 class Engine:
     """Evaluates one plan over one table; see the module docstring for the steps."""
 
-    def __init__(self, plan: Plan, table: pa.Table, *, fast: bool | None = None):
+    def __init__(self, plan: Plan, table: pa.Table, *, compiled: bool | None = None):
         self.plan = plan
         b = plan.bound
         self.bound = b
@@ -168,7 +168,7 @@ class Engine:
             self._blocker_counts()
         self._cuts: tuple[Any, Any] | None = None
         """(the windows they were computed for, their absence cut-offs: :meth:`cuts_of`)"""
-        self.use_fast = fast
+        self.use_compiled = compiled
         self.idle_events_matter = False
         """Streaming under contiguous: an irrelevant event alone must reach the states it
         breaks, so its sub-stream and windows are kept (see cogra.runtime.stream)."""
@@ -639,7 +639,7 @@ class Engine:
         # (checking A+'s windows took 7 ms per 1.9M windows, to drop none)
         return not (set(a.start) == set(a.final) == set(range(len(a.names))) and not self.idle_events_matter)
 
-    def _window_blocks(self, subs: SubStreams, fast: Any) -> "Iterator[Windows] | None":
+    def _window_blocks(self, subs: SubStreams, driver: Any) -> "Iterator[Windows] | None":
         """The windows that may finish, enumerated block by block of starts
         (:func:`cogra.runtime.compiled.windows.blockwise.blocks`) where the compiled finish takes
         them and there are enough; else None (:meth:`window_ranges` enumerates them at
@@ -649,10 +649,10 @@ class Engine:
         from cogra.runtime.compiled.windows import blockwise
 
         spec = self.windows
-        if (fast is None or fast.kept or spec.size is None or not is_integral(spec, self.bound.time_type)
-                or not by_column.applies(self, fast)):
+        if (driver is None or driver.kept or spec.size is None or not is_integral(spec, self.bound.time_type)
+                or not by_column.applies(self, driver)):
             return None
-        times = fast.times_of(subs.rows, subs.bits)  # the kernels' own, computed once
+        times = driver.times_of(subs.rows, subs.bits)  # the kernels' own, computed once
         size, step = int(spec.size), int(spec.step)
         if blockwise.too_few(subs.seg_ptr, times, size, step):
             return None
@@ -702,26 +702,26 @@ class Engine:
 
     def _result_table(self, on_overflow: str, metadata: dict | None) -> pa.Table:
         subs = self.substreams()
-        fast = self._fast_executor(subs)
-        blocks = self._window_blocks(subs, fast)
+        driver = self._kernel_driver(subs)
+        blocks = self._window_blocks(subs, driver)
         if blocks is not None:
-            table = self._table_by_blocks(fast, subs, blocks, on_overflow, metadata)
+            table = self._table_by_blocks(driver, subs, blocks, on_overflow, metadata)
             if table is not None:
                 return table  # else an overflow to report: the row path words it
         wins = self.window_ranges(subs, finishing=True)
-        if fast is not None and len(wins.seg) and blocks is None:
+        if driver is not None and len(wins.seg) and blocks is None:
             from cogra.runtime.compiled.finish import by_column
 
-            if by_column.applies(self, fast) and wins.start is not None:
-                table = self._table_by_blocks(fast, subs, [wins], on_overflow, metadata)
+            if by_column.applies(self, driver) and wins.start is not None:
+                table = self._table_by_blocks(driver, subs, [wins], on_overflow, metadata)
                 if table is not None:
                     return table  # else an overflow to report: the row path words it
         self.stats["windows"] = len(wins.seg)
-        out = self._run_kernels(subs, wins, fast)
-        return build_table(self.bound.query, self.bound.schema, self._rows(subs, wins, fast, out),
+        out = self._run_kernels(subs, wins, driver)
+        return build_table(self.bound.query, self.bound.schema, self._rows(subs, wins, driver, out),
                            time_type=self.bound.time_type, on_overflow=on_overflow, metadata=metadata)
 
-    def _table_by_blocks(self, fast: Any, subs: SubStreams, blocks: "Iterable[Windows]", on_overflow: str,
+    def _table_by_blocks(self, driver: Any, subs: SubStreams, blocks: "Iterable[Windows]", on_overflow: str,
                          metadata: dict | None) -> pa.Table | None:
         """The result through the compiled finish (:mod:`cogra.runtime.compiled.finish.by_column`), block
         of windows after block (:meth:`_window_blocks`, or all windows as one); None when
@@ -735,8 +735,8 @@ class Engine:
             if not len(block.seg):
                 continue  # none of its windows may finish
             n += len(block.seg)
-            out = self._run_kernels(subs, block, fast, rows_may_be_shared=True)
-            table = by_column.result_table(self, fast, subs, block, out, on_overflow=on_overflow,
+            out = self._run_kernels(subs, block, driver, rows_may_be_shared=True)
+            table = by_column.result_table(self, driver, subs, block, out, on_overflow=on_overflow,
                                            metadata=metadata)
             if table is None:
                 return None
@@ -748,48 +748,48 @@ class Engine:
                                on_overflow=on_overflow, metadata=metadata)
         return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
-    def _run_kernels(self, subs: SubStreams, wins: "Windows", fast: Any, rows_may_be_shared: bool = False):
+    def _run_kernels(self, subs: SubStreams, wins: "Windows", driver: Any, rows_may_be_shared: bool = False):
         """The kernels' output for ``wins`` (channels, undecoded); None where the compiled
-        executor ``fast`` is None (unsupported) or there are no windows.  A row per window,
+        driver ``driver`` is None (unsupported) or there are no windows.  A row per window,
         unless ``rows_may_be_shared`` (the compiled finish reads :attr:`KernelOut.row_first`)."""
-        if fast is None or not len(wins.seg):
+        if driver is None or not len(wins.seg):
             return None
         out = None
         cuts = self.cuts_of(subs, wins)
         if cuts is not None:
             # Absence: every window from its own events and cut-offs (the sliding and
             # shared-rows runs combine windows' work, which the cut-offs tell apart).
-            out = fast.run_raw(subs, wins.lo, wins.hi, cuts)
+            out = driver.run_raw(subs, wins.lo, wins.hi, cuts)
             return out if rows_may_be_shared else out.per_window()
         if wins.start is not None:
             # -- sliding-window hook (cogra.runtime.compiled.windows.sliding): windows share their panes'
             # work when the query slides; None means it does not apply.
             from cogra.runtime.compiled.windows import sliding
 
-            out = sliding.run_raw(fast, self, subs, wins.seg, wins.start, wins.lo, wins.hi)
-        if out is None and fast.kept:
+            out = sliding.run_raw(driver, self, subs, wins.seg, wins.start, wins.lo, wins.hi)
+        if out is None and driver.kept:
             # -- sub-streams that hold the same events for the kept variable share its rows
             # (cogra.runtime.compiled.sharing.kept_totals); None where that does not apply.
             from cogra.runtime.compiled.sharing import kept_totals
 
-            out = kept_totals.run_raw(fast, self, subs, wins)
+            out = kept_totals.run_raw(driver, self, subs, wins)
         if out is None:
-            out = fast.run_raw(subs, wins.lo, wins.hi)
+            out = driver.run_raw(subs, wins.lo, wins.hi)
         return out if rows_may_be_shared else out.per_window()
 
-    def state_of(self, subs: SubStreams, wins: "Windows", w: int, fast: Any, out: Any,
+    def state_of(self, subs: SubStreams, wins: "Windows", w: int, driver: Any, out: Any,
                  row: int | None = None) -> list | None:
         """Window ``w``'s exact state: decoded from the kernel's row ``row`` (default ``w``),
         or re-run in Python."""
-        if fast is not None and out is not None:
+        if driver is not None and out is not None:
             from cogra.runtime.compiled.channels import decode
 
             row = w if row is None else row
             if not out.r[row]:
                 return None
-            state = decode(fast.chan, self.layout, out.i[row], out.f[row], out.x[row], int(out.e[row]),
-                           fast.x_decoders, self.scales)
-            if state is not fast.UNDECIDED:
+            state = decode(driver.chan, self.layout, out.i[row], out.f[row], out.x[row], int(out.e[row]),
+                           driver.x_decoders, self.scales)
+            if state is not driver.UNDECIDED:
                 return state
         self.stats["windows_exact"] += 1
         return self._python_state(subs, int(wins.lo[w]), int(wins.hi[w]), self._cut(subs, wins, w))
@@ -799,11 +799,11 @@ class Engine:
         cuts = self.cuts_of(subs, wins)
         return None if cuts is None else cuts.cut(w, self.times)
 
-    def _rows(self, subs: SubStreams, wins: "Windows", fast: Any, out: Any) -> list[ResultRow]:
+    def _rows(self, subs: SubStreams, wins: "Windows", driver: Any, out: Any) -> list[ResultRow]:
         n = len(wins.seg)
-        if fast is not None and out is not None:
-            states = fast.decode(out)
-            pending = [w for w, st in enumerate(states) if st is fast.UNDECIDED]
+        if driver is not None and out is not None:
+            states = driver.decode(out)
+            pending = [w for w, st in enumerate(states) if st is driver.UNDECIDED]
             self.stats["windows_fast"] = n - len(pending)
         else:
             states, pending = [None] * n, range(n)
@@ -848,21 +848,21 @@ class Engine:
 
             # An attribute that some AVG sums keeps its doubles: the compiled executor
             # reads them where the sum is approximate (never negative; see
-            # FastExecutor._approximate_slots), and then needs no copy of its own.
+            # KernelDriver._approximate_slots), and then needs no copy of its own.
             averaged = any(self.layout.slots[i].attribute == attr and self.layout.slots[i].role == "sum"
                            for i in self.layout.ratio_only)
             found = self.float_stats[attr] = float_stats(self.table.column(attr), keep_doubles=averaged)
         return found
 
-    def _fast_executor(self, subs: SubStreams | None = None):
-        if self.use_fast is False:
+    def _kernel_driver(self, subs: SubStreams | None = None):
+        if self.use_compiled is False:
             return None
-        from cogra.runtime.compiled.executor import FastExecutor, Unsupported
+        from cogra.runtime.compiled.kernel_driver import KernelDriver, Unsupported
 
         try:
-            return FastExecutor(self, subs=subs)
+            return KernelDriver(self, subs=subs)
         except Unsupported as why:
-            if self.use_fast:
+            if self.use_compiled:
                 raise
             self.stats["fast_unsupported"] = str(why)
             warnings.warn(f"MATCH_TREND evaluates this query on the Python executors (exact, 10-100x slower "

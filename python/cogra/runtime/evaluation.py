@@ -127,7 +127,7 @@ def evaluate_table(query: str | Query, events: Any, type_column: str | None, tim
     check_windows_per_event(p.bound.query, max_windows_per_event)
     from cogra.runtime.engine import Engine  # (the kernels' modules: not for a process that only plans)
 
-    engine = Engine(p, table, fast=compiled)
+    engine = Engine(p, table, compiled=compiled)
     counters = engine.counters
     skipped = counters["rows_null_time"] + counters["rows_null_type"]
     if skipped:

@@ -137,10 +137,10 @@ def _unsupported_reason(plan: Any) -> str | None:
             return f"MIN/MAX of the string attribute {slot.attribute}"
     # What the kernels refuse for a column type (uint64, strings summed, ...) shows on an
     # empty batch: find it now, not at the first push.
-    from cogra.runtime.compiled.executor import FastExecutor
+    from cogra.runtime.compiled.kernel_driver import KernelDriver
 
     try:
-        FastExecutor(Engine(plan, b.schema.empty_table()), streaming=True)
+        KernelDriver(Engine(plan, b.schema.empty_table()), streaming=True)
     except Unsupported as reason:
         return str(reason)
     return None
@@ -403,8 +403,8 @@ class StreamEvaluation:
         self._close(final, done)
 
     def _run(self, table: pa.Table) -> None:
-        from cogra.runtime.compiled import executor as fast_executor
-        from cogra.runtime.compiled.executor import FastExecutor
+        from cogra.runtime.compiled import kernel_driver
+        from cogra.runtime.compiled.kernel_driver import KernelDriver
         from cogra.runtime.compiled.finish.by_column import Context
         from cogra.runtime.compiled.aggregators.coarse_grained import run_windows_from
 
@@ -415,19 +415,19 @@ class StreamEvaluation:
         self._grow_scales(attribute_scales(engine.table, engine.layout.attributes))
         engine.__dict__["scales"] = dict(self.scales)  # the stream's scales, not this batch's
         try:
-            fast = FastExecutor(engine, streaming=True)
+            driver = KernelDriver(engine, streaming=True)
         except Unsupported as why:
             raise DataError(f"this stream cannot be evaluated incrementally: {why}; evaluate "
                             "these events as one table (cogra.evaluate) instead") from None
         if self.ctx is None:
-            self.ctx = Context.of(engine, fast, self.window_size)
-            self.chan = fast.chan
+            self.ctx = Context.of(engine, driver, self.window_size)
+            self.chan = driver.chan
         subs = engine.substreams()
         wins = engine.window_ranges(subs)
         w = len(wins.seg)
         if not w:
             return
-        nv, c = fast.nv, fast.chan
+        nv, c = driver.nv, driver.chan
         if self.store is None:
             self.store = WindowStore(nv, c.n_i, c.n_f, c.x_is_min)
         store = self.store
@@ -445,24 +445,24 @@ class StreamEvaluation:
         from cogra.runtime.compiled.codegen import background
         from cogra.runtime.compiled.codegen import kernel_cache
 
-        shape = fast.shape()
-        pair_ok = fast.pair_ok[rows]
-        generated_args = (times, subs.bits, pair_ok, fast.a_int, fast.a_flt, fast.a_valid,
-                          fast.a_key, rows, lo, hi, st_i, st_f, st_x, st_r, st_e)
+        shape = driver.shape()
+        pair_ok = driver.pair_ok[rows]
+        generated_args = (times, subs.bits, pair_ok, driver.a_int, driver.a_flt, driver.a_valid,
+                          driver.a_key, rows, lo, hi, st_i, st_f, st_x, st_r, st_e)
         # The query's generated kernel where it pays off or is compiled (else requested in
         # the background for the next chunks, as the other generated kernels).
-        if background.generated_or_requested(shape, "kernel_from", len(rows), fast_executor.SPECIALIZE_MIN_EVENTS,
+        if background.generated_or_requested(shape, "kernel_from", len(rows), kernel_driver.SPECIALIZE_MIN_EVENTS,
                                              engine.n, lambda: generated_args):
             kernel_cache.kernel_from_for(shape)(*generated_args)
         else:
-            run_windows_from(fast.mode, times, subs.bits, pair_ok, nv, fast.pred_ptr,
-                             fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr,
-                             c.x_is_min, fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows, lo, hi,
-                             fast._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)
+            run_windows_from(driver.mode, times, subs.bits, pair_ok, nv, driver.pred_ptr,
+                             driver.pred_idx, driver.start_bits, driver.final_bits, c.program, driver.op_ptr,
+                             c.x_is_min, driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows, lo, hi,
+                             driver._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)
         store.i[rows_w], store.f[rows_w], store.x[rows_w] = st_i, st_f, st_x
         store.r[rows_w], store.e[rows_w] = st_r, st_e
         self.stats["max_open_windows"] = max(self.stats["max_open_windows"], store.n_live)
-        del engine, fast, subs, wins, st_i, st_f, st_x, st_r, st_e, rows, times, rows_w
+        del engine, driver, subs, wins, st_i, st_f, st_x, st_r, st_e, rows, times, rows_w
         if TRIM_HEAP_ROWS and table.num_rows >= TRIM_HEAP_ROWS:
             pa.default_memory_pool().release_unused()
             _trim_heap()
@@ -730,14 +730,14 @@ class StreamEvaluation:
         evaluation needs them before its first batch: to rescale carried sums, to finish)."""
         if self.ctx is not None:
             return
-        from cogra.runtime.compiled.executor import FastExecutor
+        from cogra.runtime.compiled.kernel_driver import KernelDriver
         from cogra.runtime.compiled.finish.by_column import Context
 
         engine = Engine(self.plan, self.schema.empty_table())
         engine.__dict__["scales"] = dict(self.scales)
-        fast = FastExecutor(engine, streaming=True)
-        self.ctx = Context.of(engine, fast, self.window_size)
-        self.chan = fast.chan
+        driver = KernelDriver(engine, streaming=True)
+        self.ctx = Context.of(engine, driver, self.window_size)
+        self.chan = driver.chan
 
 
 def _slots(bound: Any):

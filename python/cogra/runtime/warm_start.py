@@ -32,7 +32,7 @@ FIRST = (
     "cogra.runtime.compiled.event_types",
     "cogra.runtime.compiled.substream_split",
     "cogra.runtime.compiled.attribute_columns",
-    "cogra.runtime.compiled.executor",
+    "cogra.runtime.compiled.kernel_driver",
     "cogra.runtime.compiled.aggregators.coarse_grained",
     "cogra.runtime.compiled.finish.common_cases",
     "cogra.runtime.compiled.finish.by_column",

@@ -1,5 +1,5 @@
 """Spark's Python daemon with cogra loaded (``spark.python.daemon.module``; see
-:mod:`cogra.spark.executors`): imports cogra and, for the tasks' workers, loads the
+:mod:`cogra.spark.workers`): imports cogra and, for the tasks' workers, loads the
 kernels of the bundle, then runs pyspark's daemon, whose forked workers start with both.
 A bundle that does not load is left to the workers (they load or compile kernels as any
 process does)."""

@@ -1,6 +1,6 @@
 """The session extension that registers MATCH_TREND: its class, and whether a session
 has it.  Apart from :mod:`cogra.spark.session` so that what sessions use
-(:mod:`cogra.spark.executors`) need not import it."""
+(:mod:`cogra.spark.workers`) need not import it."""
 
 from __future__ import annotations
 

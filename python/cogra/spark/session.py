@@ -103,10 +103,10 @@ def configure(builder: Any, *, jar: str | None = None) -> Any:
     Keeps ``spark.jars`` and ``spark.sql.extensions`` values already set on the builder,
     points Python workers at this interpreter unless ``spark.pyspark.python`` is set, and
     with a cluster master (``spark.master`` set on the builder) has the executors' Python
-    daemons load cogra before forking workers (:mod:`cogra.spark.executors`; call
-    :func:`cogra.spark.executors.prepare` on the session to check them at once).
+    daemons load cogra before forking workers (:mod:`cogra.spark.workers`; call
+    :func:`cogra.spark.workers.prepare` on the session to check them at once).
     """
-    from cogra.spark.executors import DAEMON_MODULE
+    from cogra.spark.workers import DAEMON_MODULE
 
     jar = jar or jar_path()
     options = getattr(builder, "_options", {})
@@ -146,23 +146,23 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
 
     With a cluster master (``prepare_executors`` unset) or ``prepare_executors=True``, the
     executors' Python daemons load cogra before forking workers and a probe task per core
-    checks them (:mod:`cogra.spark.executors`): a missing cogra is a CograError here, and
+    checks them (:mod:`cogra.spark.workers`): a missing cogra is a CograError here, and
     the first query's tasks start warm.  With a local master (``prepare_executors``
     unset), the daemons load cogra too, and background threads start them and the
     driver's analysis worker without holding the session back
-    (:func:`executors.warm_up_in_background`; no check is needed: the workers run this
+    (:func:`workers.warm_up_in_background`; no check is needed: the workers run this
     machine's cogra); ``prepare_executors=False`` does neither.
     """
     from pyspark.sql import SparkSession
 
     from cogra.runtime import warm_start
-    from cogra.spark import executors
+    from cogra.spark import workers
 
     warm_start.stop()  # a driver plans; its executors' workers evaluate
     prepare = is_cluster(master) if prepare_executors is None else prepare_executors
     warm_up = prepare_executors is None and not is_cluster(master)
     builder = SparkSession.builder.appName(app_name).master(master)
-    daemon = {"spark.python.daemon.module": executors.DAEMON_MODULE} if prepare or warm_up else {}
+    daemon = {"spark.python.daemon.module": workers.DAEMON_MODULE} if prepare or warm_up else {}
     settings = _quiet_start(master, {**local_defaults(master), **daemon, **{str(k): v for k, v in conf.items()}})
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
@@ -178,9 +178,9 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
             "cogra.spark.register(spark) to add MATCH_TREND to it as a Python UDTF"
         )
     if prepare:
-        executors.prepare(spark)
+        workers.prepare(spark)
     elif warm_up:
-        executors.warm_up_in_background(spark)
+        workers.warm_up_in_background(spark)
     return spark
 
 

@@ -29,7 +29,7 @@ class Shape:
     (:mod:`cogra.runtime.compiled.sharing.kept_totals`)."""
     live: tuple | None = None
     """``(live_i, live_f)``: per variable, the integer and float channels its states can
-    hold non-empty (``FastExecutor._live_channels``); with ``loads``, the module has the
+    hold non-empty (``KernelDriver._live_channels``); with ``loads``, the module has the
     ring kernel's loading run ``ring_loading`` (:mod:`pane_loading`)."""
     absence: tuple[bool, bool] = (False, False)
     """Whether the pattern has a leading and a trailing ``NOT`` (docs/language.md, Absence at the edge of a pattern):

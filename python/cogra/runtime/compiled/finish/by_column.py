@@ -71,7 +71,7 @@ ENABLED = True
 COMPILED = True
 """Tests switch this off to run the numpy rules (:func:`numpy_item_columns`) on every key."""
 
-def applies(engine: Any, fast: Any) -> bool:
+def applies(engine: Any, driver: Any) -> bool:
     """Whether this module can finish the query's windows (given integral starts)."""
     if not ENABLED:
         return False
@@ -79,7 +79,7 @@ def applies(engine: Any, fast: Any) -> bool:
     for slot in engine.layout.slots:
         if slot.attribute and pa.types.is_decimal(schema.field(slot.attribute).type):
             return False
-    return all(entry[0] != "fsum" for entry in fast.chan.slot_map)
+    return all(entry[0] != "fsum" for entry in driver.chan.slot_map)
 
 
 # ---------------------------------------------------------------------------------------
@@ -816,10 +816,10 @@ class Context:
     in the background: :func:`background.worth_requesting`)."""
 
     @classmethod
-    def of(cls, engine: Any, fast: Any, window_size: int | None) -> "Context":
+    def of(cls, engine: Any, driver: Any, window_size: int | None) -> "Context":
         b = engine.bound
         return cls(b.query, engine.table.schema, b.time_type, engine.layout, engine.scales,
-                   engine.group_item_positions, fast.chan, fast.x_arrow, window_size, engine.scratch,
+                   engine.group_item_positions, driver.chan, driver.x_arrow, window_size, engine.scratch,
                    engine.n)
 
 
@@ -829,14 +829,14 @@ def scratch(ctx: Context, name: str, shape: tuple[int, ...], dtype: Any) -> np.n
     return reuse.take(ctx.scratch, "finish." + name, shape, dtype)
 
 
-def result_table(engine: Any, fast: Any, subs: Any, wins: Any, out: KernelOut, *,
+def result_table(engine: Any, driver: Any, subs: Any, wins: Any, out: KernelOut, *,
                  on_overflow: str, metadata: dict | None) -> pa.Table | None:
     """The typed, ordered result, or None when an overflow must raise (row path).  The
     windows re-run in Python count in ``engine.stats["windows_exact"]``."""
-    ctx = Context.of(engine, fast, wins.size)
+    ctx = Context.of(engine, driver, wins.size)
 
     def row_path(keyed: Keyed, slow: np.ndarray) -> pa.Table:
-        return _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, metadata)
+        return _row_path_table(engine, driver, subs, wins, out, keyed, slow, on_overflow, metadata)
 
     return table_from_channels(ctx, subs.groups, wins.seg, wins.start, out, on_overflow=on_overflow,
                                metadata=metadata, row_path=row_path)
@@ -951,7 +951,7 @@ def _window_array(values: np.ndarray, typ: pa.DataType) -> pa.Array:
     return arr if typ == pa.int64() else arr.cast(typ)
 
 
-def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, metadata) -> pa.Table:
+def _row_path_table(engine, driver, subs, wins, out, keyed, slow, on_overflow, metadata) -> pa.Table:
     """The ``slow`` keys through the engine's row path, typed and ordered by build_table."""
     layout = engine.layout
     size = None if wins.size is None else int(wins.size)
@@ -960,7 +960,7 @@ def _row_path_table(engine, fast, subs, wins, out, keyed, slow, on_overflow, met
     for k in slow.tolist():
         state = None
         for row in keyed.windows[ends[k]:ends[k + 1]].tolist():
-            st = engine.state_of(subs, wins, out.window_of_row(row), fast, out, row)
+            st = engine.state_of(subs, wins, out.window_of_row(row), driver, out, row)
             if st is None:
                 continue
             if state is None:

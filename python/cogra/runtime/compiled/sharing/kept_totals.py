@@ -79,14 +79,14 @@ class RingShare:
                    np.zeros((1, 1, 1), np.float64), np.zeros(1, np.int64))
 
     @classmethod
-    def cache(cls, fast: Any, var: int, n_rows: int, lanes: int) -> "RingShare":
+    def cache(cls, driver: Any, var: int, n_rows: int, lanes: int) -> "RingShare":
         """A cache of ``n_rows`` rows for variable ``var``'s live channels, *uninitialised*:
         the ring kernel writes the last row of every batch it runs, and rows are read only
         where :func:`_last_total_before` points, which is always such a row.  (Zeroing
         ~1 KB per event costs a memset of the whole cache in a worker that reuses its heap:
         15 MB per 32k-row chunk of q3.)  Tests fill it with garbage
         (:data:`channels.UNFILLED_POISON`: NaN floats, a wild count, a pane far in the past)."""
-        n_i, n_f = int(fast.var_live_i[var, 0]), int(fast.var_live_f[var, 0])
+        n_i, n_f = int(driver.var_live_i[var, 0]), int(driver.var_live_f[var, 0])
         ci = np.empty((n_rows, max(1, n_i), lanes), np.uint64)
         cf = np.empty((n_rows, max(1, n_f), lanes), np.float64)
         cpane = np.empty(n_rows, np.int64)
@@ -107,16 +107,16 @@ class RingShare:
         return (self.var, self.mode, self.take_at, self.ci, self.cf, self.cpane)
 
 
-def shared_variable(fast: Any, engine: Any) -> int | None:
+def shared_variable(driver: Any, engine: Any) -> int | None:
     """The variable whose totals the sub-streams of a group share, or None (see the module)."""
-    if not ENABLED or fast.mode != 0 or not fast.kept or fast.kept != engine.bound.kept_variables:
+    if not ENABLED or driver.mode != 0 or not driver.kept or driver.kept != engine.bound.kept_variables:
         return None  # (kept for checks past the pair word: windows may have been dropped)
-    us, vs = np.nonzero(fast.pair_of >= 0)
+    us, vs = np.nonzero(driver.pair_of >= 0)
     if len(us) != 1 or us[0] != vs[0]:
         return None
     v = int(us[0])
     a = engine.bound.automaton
-    if fast.kept != frozenset({v}) or set(a.pred[v]) - {v} or v in a.final:
+    if driver.kept != frozenset({v}) or set(a.pred[v]) - {v} or v in a.final:
         return None
     return v
 
@@ -142,10 +142,10 @@ class Groups:
         return engine.time_np[subs.rows[self.rep_pos]]
 
 
-def groups(fast: Any, engine: Any, subs: Any) -> Groups | None:
+def groups(driver: Any, engine: Any, subs: Any) -> Groups | None:
     """The shared variable's groups and the runs' positions, or None where nothing is
     shared (see the module)."""
-    v = shared_variable(fast, engine)
+    v = shared_variable(driver, engine)
     if v is None or subs.codes is None:
         return None
     group = _groups(engine, subs, v)
@@ -160,22 +160,22 @@ def groups(fast: Any, engine: Any, subs: Any) -> Groups | None:
     return Groups(v, bit, group, representative, rep_pos, before_rep, rep_ptr, pos, before)
 
 
-def run_raw(fast: Any, engine: Any, subs: Any, wins: Any) -> KernelOut | None:
-    """Every window's channels with the per-window kernels (as :meth:`FastExecutor.run_raw`),
+def run_raw(driver: Any, engine: Any, subs: Any, wins: Any) -> KernelOut | None:
+    """Every window's channels with the per-window kernels (as :meth:`KernelDriver.run_raw`),
     or None where sharing does not apply: windows must be disjoint."""
     if wins.start is None or not len(wins.seg):
         return None
     seg, lo, hi = (np.asarray(a, np.int64) for a in (wins.seg, wins.lo, wins.hi))
     if np.any(np.diff(seg) < 0) or np.any((seg[1:] == seg[:-1]) & (lo[1:] < hi[:-1])):
         return None  # windows overlap (sliding): an event's row differs per window
-    g = groups(fast, engine, subs)
+    g = groups(driver, engine, subs)
     if g is None:
         return None
 
     # The representatives, their events playing v only: v's totals after each batch.
     rep_wins = np.flatnonzero(g.representative[seg])
-    share = Share.cache(fast, g.v, len(g.rep_pos))
-    fast.run_mixed(subs.rows[g.rep_pos], np.full(len(g.rep_pos), g.bit, np.uint64),
+    share = Share.cache(driver, g.v, len(g.rep_pos))
+    driver.run_mixed(subs.rows[g.rep_pos], np.full(len(g.rep_pos), g.bit, np.uint64),
                    g.before_rep[lo[rep_wins]], g.before_rep[hi[rep_wins]], share)
 
     # Every sub-stream without its events that play v alone, loading v's totals.
@@ -188,13 +188,13 @@ def run_raw(fast: Any, engine: Any, subs: Any, wins: Any) -> KernelOut | None:
         start = np.asarray(wins.start, np.int64)
     _last_total_before(engine.time_np[rows], lo_r, hi_r, start, g.group[seg], g.rep_ptr,
                        g.rep_times(engine, subs), take_at)
-    out = _run_generated(fast, share, rows, subs.bits[g.pos], lo_r, hi_r, take_at, fast.rescale_bound(lo, hi))
+    out = _run_generated(driver, share, rows, subs.bits[g.pos], lo_r, hi_r, take_at, driver.rescale_bound(lo, hi))
     if out is None:
-        out = fast.run_mixed(rows, subs.bits[g.pos], lo_r, hi_r, share.taking(take_at))
+        out = driver.run_mixed(rows, subs.bits[g.pos], lo_r, hi_r, share.taking(take_at))
     return out
 
 
-def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+def run_ring(driver: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray, hi: np.ndarray,
              lanes: int, run: Any) -> KernelOut | None:
     """Every window's channels with the ring kernel, or None where sharing does not apply
     or its cache would be too large.
@@ -212,16 +212,16 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
     one company each: its loading runs 30 -> 20 ms per 200k rows, with two companies per
     batch no faster than one batch).  The cache is sized for the largest batch and reused.
     """
-    g = groups(fast, engine, subs)
+    g = groups(driver, engine, subs)
     if g is None:
         return None
-    n_live = int(fast.var_live_i[g.v, 0] + fast.var_live_f[g.v, 0])
+    n_live = int(driver.var_live_i[g.v, 0] + driver.var_live_f[g.v, 0])
     row_bytes = max(1, n_live) * lanes * 8
     batches = _batches(g, row_bytes)
     cache_rows = max(int(g.rep_ptr[z] - g.rep_ptr[a]) for a, z in batches)
     if cache_rows * row_bytes > RING_CACHE_MAX_BYTES:
         return None
-    share = RingShare.cache(fast, g.v, cache_rows, lanes)
+    share = RingShare.cache(driver, g.v, cache_rows, lanes)
 
     # The ring reads a window when the events pass its end, so it must not be handed a
     # window without events of its own (it would start past it): the representatives run
@@ -240,7 +240,7 @@ def run_ring(fast: Any, engine: Any, subs: Any, seg: np.ndarray, lo: np.ndarray,
     wins = np.flatnonzero(hi_r > lo_r)  # by segment: by group, where batches are several
     rep_seg_ptr = g.before_rep[subs.seg_ptr]
     rep_win_group, win_group = g.group[seg[rep_wins]], g.group[seg[wins]]
-    out = KernelOut.zeros(len(seg), fast.chan)
+    out = KernelOut.zeros(len(seg), driver.chan)
     for first, last in batches:
         a, z = int(g.rep_ptr[first]), int(g.rep_ptr[last])
         rw = rep_wins[np.searchsorted(rep_win_group, first):np.searchsorted(rep_win_group, last)]
@@ -289,32 +289,32 @@ def _rows_from(take_at: np.ndarray, first: int) -> np.ndarray:
     return np.where(take_at >= 0, take_at - first, take_at) if first else take_at
 
 
-def _run_generated(fast: Any, share: Share, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray,
+def _run_generated(driver: Any, share: Share, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray,
                    hi: np.ndarray, take_at: np.ndarray, bound: float | None) -> KernelOut | None:
     """The run that loads the shared totals, with the kernel generated for the query's
     shape (no variable left reads an earlier event: the type-grained loop, unrolled, ~4x
     faster than the mixed kernel), or None where that does not pay off or has no sound
-    rescale bound.  ``bound``: :meth:`FastExecutor.rescale_bound` of the sub-streams' own
+    rescale bound.  ``bound``: :meth:`KernelDriver.rescale_bound` of the sub-streams' own
     windows -- the loaded totals sum over events this run does not hold, so its windows'
     lengths would not bound them."""
     from cogra.runtime.compiled.codegen import background
     from cogra.runtime.compiled.codegen import kernel_cache
 
     live = tuple(tuple(int(k) for k in arr[1:1 + arr[0]]) for arr in (share.live_i, share.live_f, share.live_x))
-    shape = fast.shape(loads=(share.var, *live))
+    shape = driver.shape(loads=(share.var, *live))
     if bound is None:
         return None
-    e = fast.engine
+    e = driver.engine
 
     def arguments(out: KernelOut) -> tuple:
-        return (e.time_np[rows], plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, fast.a_key,
+        return (e.time_np[rows], plays, driver.pair_ok[rows], driver.a_int, driver.a_flt, driver.a_valid, driver.a_key,
                 rows, lo, hi, bound, out.i, out.f, out.x, out.e, out.r,
                 take_at, share.ci, share.cf, share.cx, share.ce, share.cr)
 
-    if not background.generated_or_requested(shape, "kernel_loading", len(rows), fast.specialize_min_events(), e.n,
-                                             lambda: arguments(KernelOut.zeros(0, fast.chan))):  # (the types)
+    if not background.generated_or_requested(shape, "kernel_loading", len(rows), driver.specialize_min_events(), e.n,
+                                             lambda: arguments(KernelOut.zeros(0, driver.chan))):  # (the types)
         return None
-    out = KernelOut.zeros(len(lo), fast.chan)
+    out = KernelOut.zeros(len(lo), driver.chan)
     kernel_cache.kernel_loading_for(shape)(*arguments(out))
     return out
 

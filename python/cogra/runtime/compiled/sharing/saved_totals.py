@@ -34,13 +34,13 @@ class Share:
     live_x: np.ndarray
 
     @classmethod
-    def none(cls, fast: Any) -> "Share":
-        return cls.cache(fast, 0, 0, SHARE_NONE)
+    def none(cls, driver: Any) -> "Share":
+        return cls.cache(driver, 0, 0, SHARE_NONE)
 
     @classmethod
-    def cache(cls, fast: Any, var: int, n_rows: int, mode: int = SHARE_SAVE) -> "Share":
+    def cache(cls, driver: Any, var: int, n_rows: int, mode: int = SHARE_SAVE) -> "Share":
         """An empty cache of ``n_rows`` rows for variable ``var``'s live channels."""
-        li, lf, lx = fast.var_live_i[var], fast.var_live_f[var], fast.var_live_x[var]
+        li, lf, lx = driver.var_live_i[var], driver.var_live_f[var], driver.var_live_x[var]
         return cls(var if mode != SHARE_NONE else -1, mode, np.zeros(1, np.int64),
                    np.zeros((n_rows, max(1, int(li[0]))), np.uint64),
                    np.zeros((n_rows, max(1, int(lf[0]))), np.float64),

@@ -652,7 +652,7 @@ def run_mixed_ring(
     of a segment in any ``lanes`` consecutive panes.
 
     A state of variable ``v`` is only ever non-zero in ``v``'s live channels
-    (``var_live_*``, :meth:`FastExecutor._live_channels`), so rows and totals are read and
+    (``var_live_*``, :meth:`KernelDriver._live_channels`), so rows and totals are read and
     written there only (for q3's A: 2 channels of 10).  ``pred_idx`` lists each variable's
     predecessors with the most live channels first: a row is a copy of its first source
     when that source has all of the row's channels; ``pred_bit`` each one's pair bit

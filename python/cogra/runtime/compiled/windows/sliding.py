@@ -1,7 +1,7 @@
 """Sliding windows at (almost) the cost of tumbling ones.
 
 ``WITHIN d SLIDE s`` puts every event into ``d / s`` windows; evaluating each window
-on its own (what :meth:`FastExecutor.run` does) costs ``d / s`` times the tumbling
+on its own (what :meth:`KernelDriver.run` does) costs ``d / s`` times the tumbling
 query.  When ``s`` divides ``d``, a window is a run of ``d / s`` *panes* of length
 ``s``, and :mod:`cogra.runtime.compiled.windows.pane_maps` shares the panes' work between
 the windows: per event it does ``nv + 1`` state
@@ -62,10 +62,10 @@ this many events per window on average the per-window kernel is cheaper.  Tests
 lower it to 0."""
 
 
-def plan(fast: Any, engine: Any, lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:
+def plan(driver: Any, engine: Any, lo: np.ndarray, hi: np.ndarray) -> tuple[int, int] | None:
     """``(slide, panes per window)`` when the sharing kernel applies and pays off, else None."""
     spec = engine.windows
-    if fast.kept or spec.size is None or not is_integral(spec, engine.bound.time_type):
+    if driver.kept or spec.size is None or not is_integral(spec, engine.bound.time_type):
         return None
     size, slide = int(spec.size), int(spec.step)
     if size % slide or size // slide < MIN_PANES_PER_WINDOW:
@@ -76,15 +76,15 @@ def plan(fast: Any, engine: Any, lo: np.ndarray, hi: np.ndarray) -> tuple[int, i
     return slide, size // slide
 
 
-def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
+def run_raw(driver: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
             lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
-    """The channels of every window (as :meth:`FastExecutor.run_raw`), or None if not applicable.
+    """The channels of every window (as :meth:`KernelDriver.run_raw`), or None if not applicable.
 
     ``start`` holds each window's start (integral windows).
     """
-    if fast.kept:
-        return _run_mixed(fast, engine, subs, seg, start, lo, hi)
-    shape = plan(fast, engine, lo, hi)
+    if driver.kept:
+        return _run_mixed(driver, engine, subs, seg, start, lo, hi)
+    shape = plan(driver, engine, lo, hi)
     if shape is None:
         return None
     from cogra.runtime.compiled.windows import pane_maps
@@ -93,7 +93,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     from cogra.runtime.compiled.codegen import background
     from cogra.runtime.compiled.codegen import kernel_cache
 
-    kernel_shape = fast.shape()
+    kernel_shape = driver.shape()
     slide, panes = shape
     seg, lo, hi = (np.asarray(a, np.int64) for a in (seg, lo, hi))
     distinct = _distinct_windows(engine.scratch, seg, np.asarray(start, np.int64), lo, hi, slide)
@@ -101,8 +101,8 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
         return None
     row_first, row_k = distinct
     rows, plays = subs.rows, subs.bits
-    times = fast.times_of(rows, plays)
-    c = fast.chan
+    times = driver.times_of(rows, plays)
+    c = driver.chan
     # The kernel writes a row per distinct window, shared by the windows that repeat it
     # (KernelOut.row_first); the channels are the engine's working arrays, reused by its
     # next block (cogra.runtime.compiled.scratch).
@@ -114,11 +114,11 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     def arguments(generated: bool) -> tuple:
         # (pair_ok, max_batch: per evaluation, not per block of windows: blockwise)
         return (
-            fast.mode, times, plays, fast.pair_ok_of(rows, plays), fast.nv, fast.pred_ptr,
-            fast.pred_idx, fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.x_is_min, c.n_i, c.n_f,
-            fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+            driver.mode, times, plays, driver.pair_ok_of(rows, plays), driver.nv, driver.pred_ptr,
+            driver.pred_idx, driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.x_is_min, c.n_i, c.n_f,
+            driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows,
             seg, lo, hi, row_first, row_k, slide, panes,
-            fast.max_batch_of(rows, plays), max_panes,
+            driver.max_batch_of(rows, plays), max_panes,
             out.i, out.f, out.x, out.e, out.r, seg_done,
         )
 
@@ -134,7 +134,7 @@ def run_raw(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarra
     if not seg_done.all():  # (per segment: no pass over the windows where none failed)
         redo = np.flatnonzero(~seg_done[seg[row_first[:-1]]])
         firsts = row_first[redo]
-        out.put(redo, fast.run_raw(subs, lo[firsts], hi[firsts]))
+        out.put(redo, driver.run_raw(subs, lo[firsts], hi[firsts]))
     return out
 
 
@@ -201,15 +201,15 @@ def _in_walk_order(seg: np.ndarray, start: np.ndarray, slide: int):
     return seg, k
 
 
-def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
+def _run_mixed(driver: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndarray,
                lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
     """Mixed-grained sliding windows: all of a sub-stream's windows in one pass over lanes
     by start pane (:mod:`cogra.runtime.compiled.windows.mixed_one_pass`) where its memory fits, else a
     group of windows per pass (:mod:`cogra.runtime.compiled.windows.mixed_grouped`); None where
     neither applies."""
     spec = engine.windows
-    c = fast.chan
-    if (fast.mode != 0 or len(c.x_is_min) or spec.size is None
+    c = driver.chan
+    if (driver.mode != 0 or len(c.x_is_min) or spec.size is None
             or not is_integral(spec, engine.bound.time_type) or not len(lo)):
         return None
     size, slide = int(spec.size), int(spec.step)
@@ -220,10 +220,10 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
         return None
     lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
     panes = size // slide
-    n_live = int(fast.live_i[:, 0].max() + fast.live_f[:, 0].max())
+    n_live = int(driver.live_i[:, 0].max() + driver.live_f[:, 0].max())
 
     def fits(span: int) -> bool:
-        return mixed_one_pass.tree_bytes(len(fast.pair_flags), n_live, panes, span) <= RING_MAX_BYTES
+        return mixed_one_pass.tree_bytes(len(driver.pair_flags), n_live, panes, span) <= RING_MAX_BYTES
 
     if RING:
         def ring(rows, plays, seg_ptr, windows, w_lo, w_hi, share):
@@ -235,43 +235,43 @@ def _run_mixed(fast: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.nda
                 span = _max_live_span(times // slide, seg_ptr, panes)
                 if not fits(span):
                     return None, np.ones(max(1, len(windows)), np.bool_)  # nothing is shared
-            return _run_ring(fast, engine, rows, plays, seg_ptr, seg[windows], k[windows], w_lo, w_hi,
+            return _run_ring(driver, engine, rows, plays, seg_ptr, seg[windows], k[windows], w_lo, w_hi,
                              slide, panes, share, span=span, times=times)
 
-        out = kept_totals.run_ring(fast, engine, subs, seg, lo, hi, panes, ring)
+        out = kept_totals.run_ring(driver, engine, subs, seg, lo, hi, panes, ring)
         if out is not None:
             return out
     rows = subs.rows
     times = engine.time_np[rows]
     ring_span = _max_live_span(times // slide, subs.seg_ptr, panes) if RING else 0
     if RING and fits(ring_span):
-        out, redo = _run_ring(fast, engine, rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
+        out, redo = _run_ring(driver, engine, rows, subs.bits, subs.seg_ptr, seg, k, lo, hi, slide, panes,
                               kept_totals.RingShare.none(), span=ring_span, times=times)
     else:
         out = KernelOut.zeros(len(seg), c)
         redo = np.zeros(len(seg), np.bool_)
-        max_batch = fast._max_batch(times, subs.bits)
+        max_batch = driver._max_batch(times, subs.bits)
         group = min(panes, GROUP_LANES)
         # The longest span a pass covers: a window to the last window of its group.
         key = seg * (int(k.max() - k.min()) + 2 * group + 2) + (k - k.min())
         last = np.searchsorted(key, key + group - 1, side="right") - 1
         max_span = max(1, int((hi[last] - lo).max()))
-        p = fast.pair_arrays
+        p = driver.pair_arrays
         mixed_grouped.run_mixed_sliding(
-            times, subs.bits, fast.pair_ok[rows], fast.nv, fast.pred_ptr, fast.pred_idx,
-            fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
-            fast.a_int, fast.a_flt, fast.a_valid, fast.a_key, rows,
+            times, subs.bits, driver.pair_ok[rows], driver.nv, driver.pred_ptr, driver.pred_idx,
+            driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.n_i, c.n_f,
+            driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows,
             p.pair_of, p.pair_flags, p.m_of, p.live_i, p.live_f, *p.ranks,
             seg, k, lo, hi, slide, size, group, max_batch, max_span,
             out.i, out.f, out.e, out.r, redo,
         )
     again = np.flatnonzero(redo)
     if len(again):
-        out.put(again, fast.run_raw(subs, lo[again], hi[again]))
+        out.put(again, driver.run_raw(subs, lo[again], hi[again]))
     return out
 
 
-def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
+def _run_ring(driver: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
               seg: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
               share: Any, span: int | None = None, times: np.ndarray | None = None
               ) -> tuple[KernelOut, np.ndarray]:
@@ -279,51 +279,51 @@ def _run_ring(fast: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg_p
     with ranges ``[lo, hi)`` over them; ``share``: a :class:`kept_totals.RingShare` (taking:
     no indexed pair is left); ``span``: :func:`_max_live_span` of these positions, and
     ``times`` their times, if known.  ``(channels, windows to redo)``."""
-    c = fast.chan
+    c = driver.chan
     times = engine.time_np[rows] if times is None else times
     if share.mode == SHARE_TAKE:
-        done = _run_ring_loading(fast, times, rows, plays, seg, k, lo, hi, slide, panes, share)
+        done = _run_ring_loading(driver, times, rows, plays, seg, k, lo, hi, slide, panes, share)
         if done is not None:
             return done
     elif share.mode == SHARE_SAVE:
-        done = _run_ring_saving(fast, times, rows, plays, seg_ptr, seg, k, lo, hi, slide, panes, share, span)
+        done = _run_ring_saving(driver, times, rows, plays, seg_ptr, seg, k, lo, hi, slide, panes, share, span)
         if done is not None:
             return done
     out = KernelOut.unfilled(len(seg), c)  # each window's row is written or marked to redo
     redo = np.zeros(len(seg), np.bool_)
-    p = fast.no_pair_arrays if share.mode == SHARE_TAKE else fast.pair_arrays
+    p = driver.no_pair_arrays if share.mode == SHARE_TAKE else driver.pair_arrays
     mixed_one_pass.run_mixed_ring(
-        times, plays, fast.pair_ok[rows], fast.nv, fast.pred_ptr, *_preds_widest_first(fast),
-        fast.start_bits, fast.final_bits, c.program, fast.op_ptr, c.n_i, c.n_f,
-        fast.a_int, fast.a_flt, fast.a_valid, rows, p.pair_of, p.pair_flags, p.live_i, p.live_f,
-        fast.var_live_i, fast.var_live_f, *p.ranks,
-        seg, k, lo, hi, slide, panes, fast._max_batch(times, plays),
+        times, plays, driver.pair_ok[rows], driver.nv, driver.pred_ptr, *_preds_widest_first(driver),
+        driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.n_i, c.n_f,
+        driver.a_int, driver.a_flt, driver.a_valid, rows, p.pair_of, p.pair_flags, p.live_i, p.live_f,
+        driver.var_live_i, driver.var_live_f, *p.ranks,
+        seg, k, lo, hi, slide, panes, driver._max_batch(times, plays),
         span if span is not None else _max_live_span(times // slide, seg_ptr, panes),
         out.i, out.f, out.e, out.r, redo, *share.arguments(),
     )
     return out, redo
 
 
-def _shared_shape(fast: Any, var: int):
+def _shared_shape(driver: Any, var: int):
     """The query's shape for the ring's generated runs of shared variable ``var``: one
     module with the loading run (``loads``) and the representatives' run (``saves``).
     Built once per executor and variable (the ring asks once per batch of groups)."""
     memo = ("shared", var)
-    if memo not in fast.shapes:
-        fast.shapes[memo] = _build_shared_shape(fast, var)
-    return fast.shapes[memo]
+    if memo not in driver.shapes:
+        driver.shapes[memo] = _build_shared_shape(driver, var)
+    return driver.shapes[memo]
 
 
-def _build_shared_shape(fast: Any, var: int):
-    shape = fast.shape(live=True)
+def _build_shared_shape(driver: Any, var: int):
+    shape = driver.shape(live=True)
     live_i, live_f = shape.live
-    p = fast.pair_arrays
+    p = driver.pair_arrays
     tree_i, tree_f = (tuple(int(c) for c in arr[0, 1:1 + arr[0, 0]]) for arr in (p.live_i, p.live_f))
     return dataclasses.replace(shape, loads=(var, live_i[var], live_f[var], ()),
                                saves=(var, int(p.pair_flags[0]), tree_i, tree_f))
 
 
-def _generated(fast: Any, var: int, function: str, n_positions: int) -> tuple[Any, bool] | None:
+def _generated(driver: Any, var: int, function: str, n_positions: int) -> tuple[Any, bool] | None:
     """``(shape, whether to run its generated function)`` for the ring's generated runs of
     shared variable ``var``: run where the input is large enough to repay compiling it or
     it is compiled already (:func:`kernel_cache.use_generated`); None where it is neither and
@@ -332,9 +332,9 @@ def _generated(fast: Any, var: int, function: str, n_positions: int) -> tuple[An
     from cogra.runtime.compiled.codegen import background
     from cogra.runtime.compiled.codegen import kernel_cache
 
-    shape = _shared_shape(fast, var)
-    generated = kernel_cache.use_generated(shape, function, n_positions, fast.specialize_min_events())
-    if not generated and not background.worth_requesting(fast.engine.n):
+    shape = _shared_shape(driver, var)
+    generated = kernel_cache.use_generated(shape, function, n_positions, driver.specialize_min_events())
+    if not generated and not background.worth_requesting(driver.engine.n):
         return None
     return shape, generated
 
@@ -353,7 +353,7 @@ def _run_generated(shape: Any, generated: bool, function: str, args: tuple) -> b
     return True
 
 
-def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.ndarray, seg: np.ndarray,
+def _run_ring_loading(driver: Any, times: np.ndarray, rows: np.ndarray, plays: np.ndarray, seg: np.ndarray,
                       k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
                       share: Any) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` loading the shared variable, with the run generated for the query's
@@ -361,19 +361,19 @@ def _run_ring_loading(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.
     compiling it (unless compiled already; from :data:`background.BACKGROUND_MIN_EVENTS`
     events in the call on, it is compiled in the background for the next call), or a
     batch it does not take (the generic kernel runs instead).  Its windows need nothing redone then."""
-    found = _generated(fast, share.var, "ring_loading", share.positions or len(rows))  # (a batch: its run's)
+    found = _generated(driver, share.var, "ring_loading", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
         return None
-    out = KernelOut.unfilled(len(seg), fast.chan)
+    out = KernelOut.unfilled(len(seg), driver.chan)
     redo = np.zeros(len(seg), np.bool_)
-    args = (times, plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, rows, seg, k, lo, hi,
+    args = (times, plays, driver.pair_ok[rows], driver.a_int, driver.a_flt, driver.a_valid, rows, seg, k, lo, hi,
             slide, panes, out.i, out.f, out.e, out.r, redo, share.take_at, share.ci, share.cf, share.cpane)
     if not _run_generated(*found, "ring_loading", args) or redo.any():
         return None
     return out, redo
 
 
-def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
+def _run_ring_saving(driver: Any, times: np.ndarray, rows: np.ndarray, plays: np.ndarray, seg_ptr: np.ndarray,
                      seg: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray, slide: int, panes: int,
                      share: Any, span: int | None) -> tuple[KernelOut, np.ndarray] | None:
     """:func:`_run_ring` over the representatives (saving the shared variable's totals), with
@@ -383,33 +383,33 @@ def _run_ring_saving(fast: Any, times: np.ndarray, rows: np.ndarray, plays: np.n
     (as :func:`_run_ring_loading`).  Its windows' channels are zeros, as the generic kernel's
     for a representative: they are never read."""
     v = share.var  # (kept_totals.shared_variable: v's one pair is with itself, its only predecessor)
-    if v not in fast.engine.bound.automaton.start or fast.pair_all:
+    if v not in driver.engine.bound.automaton.start or driver.pair_all:
         return None  # (the generated run reads every event's pair through its trees)
-    found = _generated(fast, v, "ring_saving", share.positions or len(rows))  # (a batch: its run's)
+    found = _generated(driver, v, "ring_saving", share.positions or len(rows))  # (a batch: its run's)
     if found is None:
         return None
     redo = np.zeros(len(seg), np.bool_)
-    p = fast.pair_arrays
-    args = (times, plays, fast.pair_ok[rows], fast.a_int, fast.a_flt, fast.a_valid, rows,
+    p = driver.pair_arrays
+    args = (times, plays, driver.pair_ok[rows], driver.a_int, driver.a_flt, driver.a_valid, rows,
             p.pair_flags, p.live_i, p.live_f, *p.ranks, seg, k, lo, hi, slide, panes,
-            fast._max_batch(times, plays),
+            driver._max_batch(times, plays),
             span if span is not None else _max_live_span(times // slide, seg_ptr, panes),
             redo, share.ci, share.cf, share.cpane)
     if not _run_generated(*found, "ring_saving", args):
         return None
-    return KernelOut.zeros(len(seg), fast.chan), redo
+    return KernelOut.zeros(len(seg), driver.chan), redo
 
 
-def _preds_widest_first(fast: Any) -> tuple[np.ndarray, np.ndarray]:
+def _preds_widest_first(driver: Any) -> tuple[np.ndarray, np.ndarray]:
     """``pred_idx`` with each variable's predecessors ordered by their live channels, most
     first (the ring kernel copies a row from its first source when that has all its
     channels: see :func:`mixed_one_pass.run_mixed_ring`), and each one's pair bit (its
-    position in ``fast.pred_idx``, :func:`cogra.runtime.compiled.codes.edge_bits`)."""
-    width = fast.var_live_i[:, 0] + fast.var_live_f[:, 0]
-    order = [sorted(range(a, z), key=lambda pp: -width[fast.pred_idx[pp]])
-             for a, z in zip(fast.pred_ptr[:-1], fast.pred_ptr[1:])]
+    position in ``driver.pred_idx``, :func:`cogra.runtime.compiled.codes.edge_bits`)."""
+    width = driver.var_live_i[:, 0] + driver.var_live_f[:, 0]
+    order = [sorted(range(a, z), key=lambda pp: -width[driver.pred_idx[pp]])
+             for a, z in zip(driver.pred_ptr[:-1], driver.pred_ptr[1:])]
     edges = np.asarray([pp for row in order for pp in row], np.int64)
-    return fast.pred_idx[edges], edges
+    return driver.pred_idx[edges], edges
 
 
 def _max_live_span(pane: np.ndarray, seg_ptr: np.ndarray, per_window: int) -> int:

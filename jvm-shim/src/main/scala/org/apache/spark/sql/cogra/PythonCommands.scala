@@ -140,7 +140,7 @@ private[cogra] object PythonCommands {
    * Its workers get the `spark.executorEnv.*` settings and `PYTHONHASHSEED`, exactly as
    * PySpark's own functions do (`SparkContext.environment`): in local mode that is the only
    * way settings reach a worker, and Spark keeps one Python daemon per environment, so the
-   * same environment shares the executors' daemons -- those `cogra.spark.executors.prepare`
+   * same environment shares the executors' daemons -- those `cogra.spark.workers.prepare`
    * started, with cogra loaded -- instead of starting another one at the first query.
    */
   def function(

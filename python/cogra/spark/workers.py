@@ -1,4 +1,5 @@
-"""Executors that start ready: cogra loaded before their first task, or a precise error.
+"""Spark executors whose Python workers start ready: cogra loaded before their first task,
+or a precise error.
 
 An executor's Python worker pays, at its first task, for importing cogra (and numba,
 pyarrow) and loading the kernels -- seconds that a warm worker does not pay (a fresh

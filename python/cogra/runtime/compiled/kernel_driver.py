@@ -57,7 +57,7 @@ _NO_PAIR_OK = np.zeros(0, np.uint64)
 
 
 class PairArrays(NamedTuple):
-    """Per indexed pair ``p = (u, v)`` (:meth:`FastExecutor._indexed_pairs`): its number
+    """Per indexed pair ``p = (u, v)`` (:meth:`KernelDriver._indexed_pairs`): its number
     ``pair_of[u, v]``, comparison flags, value count, the channels u's states carry, and
     ``ranks`` -- ``(h_rank, h_valid, q_a, q_b, q_eq, g_valid)``, by table row."""
 
@@ -70,7 +70,7 @@ class PairArrays(NamedTuple):
     ranks: tuple
 
 
-class FastExecutor:
+class KernelDriver:
     UNDECIDED = UNDECIDED
 
     def __init__(self, engine: Any, *, streaming: bool = False, subs: Any = None):
@@ -674,4 +674,4 @@ def _longest(lo, hi):
     return best
 
 
-__all__ = ["FastExecutor", "Unsupported", "UNDECIDED"]
+__all__ = ["KernelDriver", "Unsupported", "UNDECIDED"]
