@@ -380,6 +380,24 @@ def test_a_column_of_nulls_arrow_typed_null_is_no_events_not_a_type_error(column
             assert out.schema.metadata[f"cogra.rows_null_{column}".encode()] == str(rows).encode()
 
 
+@pytest.mark.parametrize(("query", "name"), [
+    ("RETURN SUM(A.v) PATTERN SEQ(A, B)", "v"),
+    ("RETURN COUNT(*) PATTERN SEQ(A, B)", "time"),
+    ("RETURN COUNT(*) PATTERN SEQ(A, B) WHERE A.s = v", "v"),  # (a bare name: column or string)
+])
+def test_a_column_name_the_input_has_twice_is_an_error_where_the_query_reads_it(query: str, name: str) -> None:
+    """Two input columns of one name (a join's output, say): the query cannot tell which it
+    reads -- an error naming the column, not "no attribute", and never the bare name read
+    as a string.  Columns the query does not read may repeat."""
+    columns = {"type": ["A", "B"], "time": [1, 2], "s": ["v", "w"], "v": [1.0, 2.0]}
+    names = list(columns) + [name]
+    table = pa.Table.from_arrays([pa.array(columns[n]) for n in names], names=names)
+    with pytest.raises(cogra.QueryError, match=f"the input has 2 columns named '{name}'"):
+        cogra.evaluate(query, table)
+    unread = pa.Table.from_arrays([pa.array(columns[n]) for n in [*columns, "s"]], names=[*columns, "s"])
+    assert cogra.evaluate("RETURN COUNT(*) PATTERN SEQ(A, B)", unread).to_pylist() == [{"COUNT(*)": 1}]
+
+
 def test_no_warning_and_zero_counts_for_clean_input() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")

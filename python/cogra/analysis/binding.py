@@ -257,8 +257,18 @@ class _Binder:
     def error(self, message: str, span: Span | None) -> QueryError:
         return QueryError(message, self.q.text, span)
 
+    def field_index(self, name: str, span: Span | None = None) -> int:
+        """The position of input column ``name`` (-1 if none); an error where several columns
+        have that name (a join's output, say), which the query would read ambiguously --
+        Arrow's lookup by name finds none of them."""
+        found = self.schema.get_all_field_indices(name)
+        if len(found) > 1:
+            raise self.error(f"the input has {len(found)} columns named {name!r}, which the query reads; "
+                             "rename all but one (in Spark, alias them)", span)
+        return found[0] if found else -1
+
     def column(self, name: str, span: Span | None, what: str = "column") -> pa.DataType:
-        idx = self.schema.get_field_index(name)
+        idx = self.field_index(name, span)
         if idx < 0:
             cols = ", ".join(self.schema.names)
             raise self.error(f"no {what} {name!r} in the input (its columns are: {cols})", span)
@@ -315,7 +325,7 @@ class _Binder:
         return out
 
     def _time(self, time_column: str) -> pa.DataType:
-        idx = self.schema.get_field_index(time_column)
+        idx = self.field_index(time_column)
         if idx < 0:
             raise QueryError(
                 f"the input has no time column {time_column!r} (its columns are: "
@@ -333,7 +343,7 @@ class _Binder:
         input without the default reads every row as the pattern's type, if it names one."""
         named = type_column is not None
         type_column = DEFAULT_TYPE_COLUMN if type_column is None else type_column
-        idx = self.schema.get_field_index(type_column)
+        idx = self.field_index(type_column)
         types = self.q.event_types
         if idx < 0 and named:
             raise QueryError(
@@ -466,7 +476,7 @@ class _Binder:
         def resolve(node: exp.Expression) -> exp.Expression:
             if not isinstance(node, exp.Column) or node.table or node.text("db"):
                 return node
-            if self.schema.get_field_index(node.name) < 0:
+            if self.field_index(node.name, cond.span) < 0:
                 return exp.Literal.string(node.name)
             if owner is None:
                 raise self.error(
