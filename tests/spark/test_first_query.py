@@ -69,3 +69,21 @@ def test_session_registers_no_python_data_source(spark, monkeypatch) -> None:
     monkeypatch.setattr(type(spark.dataSource), "register", lambda self, source: calls.append(source))
     again = session(app_name="cogra-tests", master="local[2]", prepare_executors=False)
     assert again is spark and calls == []
+
+
+def test_a_worker_that_could_not_start_says_where_to_look() -> None:
+    """A Python worker that failed to start for another reason than a missing cogra: the
+    message sends the user to the log of the process that tried -- the driver's analysis
+    worker or an executor's."""
+    from cogra.errors import CograError
+    from cogra.spark import workers
+
+    err = RuntimeError("org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)\nEOFError")
+    driver = workers._could_not_start(err, "the driver")
+    executors = workers._could_not_start(err, "executors")
+    assert isinstance(driver, CograError) and isinstance(executors, CograError)
+    assert str(driver).startswith("the driver could not start a Python worker with cogra")
+    assert "see the driver's log" in str(driver) and "executors' logs" not in str(driver)
+    assert "see the executors' logs" in str(executors)
+    missing = workers._could_not_start(RuntimeError("ModuleNotFoundError: No module named 'cogra'"), "executors")
+    assert workers.RECIPE in str(missing)

@@ -160,7 +160,8 @@ def _could_not_start(err: Exception, where: str) -> CograError:
     missing = "No module named" in text or "ModuleNotFoundError" in text
     first = next((line.strip() for line in text.splitlines() if "Error" in line), text.splitlines()[0] if text else "")
     return CograError(f"{where} could not start a Python worker with cogra ({first[:300]}): "
-                      + (RECIPE if missing else "see the executors' logs"))
+                      + (RECIPE if missing else "see the driver's log" if where == "the driver"
+                         else "see the executors' logs"))
 
 
 WARM_UP = ("SELECT * FROM MATCH_TREND(TABLE(SELECT /*+ REPARTITION({n}) */ id * 100 AS time, "
