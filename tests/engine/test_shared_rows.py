@@ -265,7 +265,7 @@ SLIDING_CASES = dict(
 """Random sliding-window queries whose sub-streams share a kept variable's rows."""
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(**SLIDING_CASES)
 def test_random_sliding_queries_share_exactly(op, pattern, keys, n, distinct, slide, panes, times, batch_bytes,
                                               crossing, seed) -> None:
