@@ -21,6 +21,7 @@ from functools import cached_property
 import pyarrow as pa
 import sqlglot.expressions as exp
 
+from cogra.analysis.aggregates import spec as aggregate_spec
 from cogra.analysis.automaton import AmbiguousNegation, Automaton, TooManyPositions, build_automaton
 from cogra.analysis.presence import with_presence
 from cogra.analysis.expressions import (
@@ -35,7 +36,6 @@ from cogra.analysis.expressions import (
 from cogra.errors import QueryError
 from cogra.language.ast import (
     NEXT_MARKER,
-    AggFunc,
     Aggregate,
     AttrRef,
     Condition,
@@ -404,11 +404,9 @@ class _Binder:
             if agg.attribute is None:
                 continue
             t = self.column(agg.attribute, agg.span, "attribute")
-            kind = kind_of_type(t)
-            if agg.func in (AggFunc.SUM, AggFunc.AVG) and kind != NUMBER:
-                raise self.error(f"{agg.text} needs a numeric attribute, but {agg.attribute} is {t}", agg.span)
-            if agg.func in (AggFunc.MIN, AggFunc.MAX) and kind not in (NUMBER, STRING, TEMPORAL, BOOLEAN):
-                raise self.error(f"{agg.text} needs an orderable attribute, but {agg.attribute} is {t}", agg.span)
+            entry = aggregate_spec(agg.func)
+            if kind_of_type(t) not in entry.accepts:
+                raise self.error(f"{agg.text} needs {entry.needs}, but {agg.attribute} is {t}", agg.span)
 
     def _conditions(self) -> tuple[tuple[tuple[exp.Expression, ...], ...], tuple[AdjacentPredicate, ...],
                                    dict[str, list[exp.Expression]]]:

@@ -21,8 +21,9 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
+from cogra.analysis.aggregates import spec as aggregate_spec
 from cogra.errors import AggregateOverflowError, DataError, sql_value
-from cogra.language.ast import AggFunc, Aggregate, AttrRef, Query, ReturnItem
+from cogra.language.ast import Aggregate, AttrRef, Query, ReturnItem
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
@@ -54,28 +55,18 @@ def column_type(schema: pa.Schema, name: str) -> pa.DataType:
 
 
 def result_type(item: ReturnItem, schema: pa.Schema) -> pa.DataType:
-    """The Arrow type of one RETURN item's output column."""
+    """The Arrow type of one RETURN item's output column (an aggregate's: its entry's
+    :attr:`~cogra.analysis.aggregates.AggregateSpec.result_type`)."""
     value = item.value
     if isinstance(value, AttrRef):
         return column_type(schema, value.name)
     assert isinstance(value, Aggregate)
-    if value.func is AggFunc.COUNT:
-        return pa.int64()
-    assert value.attribute is not None
-    source = column_type(schema, value.attribute)
-    if value.func in (AggFunc.MIN, AggFunc.MAX):
-        # float16 comes back as float32: Arrow computes nothing in half precision.
-        return pa.float32() if pa.types.is_float16(source) else source
-    if value.func is AggFunc.AVG:
-        return pa.float64()
-    # SUM
-    if pa.types.is_integer(source):
-        return pa.int64()
-    if pa.types.is_floating(source):
-        return pa.float64()
-    if pa.types.is_decimal(source):
-        return pa.decimal128(min(38, source.precision + 10), source.scale)
-    raise DataError(f"SUM needs a numeric attribute; {value.variable}.{value.attribute} is {source}")
+    source = None if value.attribute is None else column_type(schema, value.attribute)
+    entry = aggregate_spec(value.func)
+    typ = entry.result_type(source)
+    if typ is None:
+        raise DataError(f"{value.func.value} needs {entry.needs}; {value.variable}.{value.attribute} is {source}")
+    return typ
 
 
 def _fits(value: Any, item: ReturnItem, typ: pa.DataType) -> Any:
