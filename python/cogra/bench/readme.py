@@ -109,20 +109,27 @@ def whole_call_span(md: str) -> str | None:
             f"({min(calls):.0f}-{max(calls):.0f} M events/s)")
 
 
-def first_run_span(md: str) -> str | None:
-    """The first call's share of the steady state's rate over the first-run section's
-    cases (written by :mod:`cogra.bench.first_run`), with the first calls' and the steady
-    calls' times and how many cases meet the target."""
+def _first_run_rows(md: str) -> list[list[str]]:
+    """The cells of every table row of the first-run section (written by
+    :mod:`cogra.bench.first_run`); empty where the section is missing."""
     at = md.find("## First run: a fresh process")
     if at < 0:
-        return None
-    found = []  # (first s, steady s, ratio, met)
+        return []
+    rows = []
     for line in md[at:].splitlines()[1:]:
-        if line.startswith("## "):
+        if line.startswith("## ") or line.startswith("<!-- first-run: end"):
             break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 10 and cells[1].replace(",", "").isdigit():
-            found.append((float(cells[5]), float(cells[6]), float(cells[7]), cells[8] == "met"))
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def first_run_span(md: str) -> str | None:
+    """The first call's share of the steady state's rate over the first-run section's
+    cases, with the first calls' and the steady calls' times and how many cases meet the
+    target."""
+    found = [(float(c[5]), float(c[6]), float(c[7]), c[8] == "met")  # (first s, steady s, ratio, met)
+             for c in _first_run_rows(md) if len(c) == 10 and c[1].replace(",", "").isdigit()]
     if not found:
         return None
     ratios = [r for _, _, r, _ in found]
@@ -133,18 +140,10 @@ def first_run_span(md: str) -> str | None:
 
 
 def spark_first_span(md: str) -> str | None:
-    """The first-run section's new-application rows (written by :mod:`cogra.bench.first_run`):
-    the session's extra seconds and the first query's ratio to the second."""
-    at = md.find("## First run: a fresh process")
-    if at < 0:
-        return None
-    found: dict[str, list[str]] = {}
-    for line in md[at:].splitlines()[1:]:
-        if line.startswith("## ") or line.startswith("<!-- first-run: end"):
-            break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[0] in ("session (s)", "q1, first MATCH_TREND (s)"):
-            found[cells[0]] = cells
+    """The first-run section's new-application rows: the session's extra seconds and the
+    first query's ratio to the second."""
+    found = {c[0]: c for c in _first_run_rows(md)
+             if len(c) == 5 and c[0] in ("session (s)", "q1, first MATCH_TREND (s)")}
     if len(found) < 2:
         return None
     session, first = found["session (s)"], found["q1, first MATCH_TREND (s)"]

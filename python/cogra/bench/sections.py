@@ -68,6 +68,19 @@ def save(name: str, result: dict, out_dir: Path, docs_dir: Path | None,
     return result
 
 
+def _in_repository(path: str | Path, root: Path | None) -> str | None:
+    """``path`` relative to the repository (``root``, default the checkout's), in POSIX form;
+    None where it lies outside."""
+    if root is None:
+        from cogra.bench import repository_root
+
+        root = repository_root()
+    try:
+        return Path(os.path.abspath(path)).relative_to(Path(os.path.abspath(root))).as_posix()
+    except ValueError:
+        return None
+
+
 def raw_results(files: Sequence[tuple[str, Path]], root: Path | None = None) -> str:
     """The line that names a run's result files in the docs, by repository-relative paths:
     ``Raw results: `bench-results/<stamp>/first-run.json` (git-ignored).``  A results
@@ -75,19 +88,8 @@ def raw_results(files: Sequence[tuple[str, Path]], root: Path | None = None) -> 
     directory, never by its absolute path: the docs travel with the repository, not with
     the machine that measured them.  ``files``: (what it is, path), the first the raw
     results (``[("Raw results", p), ("machine description", q)]``)."""
-    if root is None:
-        from cogra.bench import repository_root
-
-        root = repository_root()
-    base = Path(os.path.abspath(root))
-    shown: list[str] | None = []
-    for _, path in files:
-        try:
-            shown.append(Path(os.path.abspath(path)).relative_to(base).as_posix())
-        except ValueError:
-            shown = None
-            break
-    if shown is None:
+    shown = [_in_repository(path, root) for _, path in files]
+    if None in shown:
         parts = [f"{label}: `{path.name}`" for label, path in files]
         return ", ".join(parts) + ", in the run's results directory (outside the repository)."
     ignored = " (git-ignored)" if shown[0].startswith("bench-results/") else ""
@@ -102,17 +104,9 @@ def shown_command(command: str, root: Path | None = None) -> str:
     """``command`` as the docs show it: an absolute path in it becomes repository-relative,
     or, outside the repository, a placeholder (``--out /scratch/run`` -> ``--out <results
     dir>``)."""
-    if root is None:
-        from cogra.bench import repository_root
-
-        root = repository_root()
-    base = Path(os.path.abspath(root))
-
     def shown(path: str, option: str | None) -> str:
-        try:
-            return Path(os.path.abspath(path)).relative_to(base).as_posix() or "."
-        except ValueError:
-            return _PATH_OPTIONS.get(option or "", "<path>")
+        rel = _in_repository(path, root)
+        return _PATH_OPTIONS.get(option or "", "<path>") if rel is None else (rel or ".")
 
     words, option = [], None
     for word in command.split(" "):

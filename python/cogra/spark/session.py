@@ -57,7 +57,7 @@ def _quiet_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
 
     if SparkContext._jvm is not None:  # (a gateway is up: its JVM has started)
         return settings
-    if master.strip().startswith("local") and not master.strip().startswith("local-cluster"):
+    if not is_cluster(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK["spark.driver.bindAddress"])
     if "spark.driver.extraJavaOptions" not in settings and "log4j2.configurationFile" not in os.environ.get(
             "JAVA_TOOL_OPTIONS", ""):

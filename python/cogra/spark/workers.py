@@ -62,10 +62,6 @@ class ExecutorReport:
     """The process id of the Python daemon that forked the worker."""
 
 
-PROBE_FIELDS = ("host", "pid", "python", "cogra", "error", "bundle", "preloaded", "cache", "daemon")
-"""What :func:`probe_tasks` returns per task: the fields of :class:`ExecutorReport`."""
-
-
 def _probe(rows: Any) -> Any:
     """Runs on an executor, one per partition of :func:`probe_tasks`' RDD.  Pickled by value:
     it must run where cogra does not import."""
@@ -104,7 +100,7 @@ def _sql_runner_env(spark: Any) -> dict[str, str]:
 
 
 def probe_tasks(spark: Any, n: int) -> list[tuple]:
-    """Per task of ``n``, the fields of :data:`PROBE_FIELDS` from :func:`_probe`, starting
+    """Per task of ``n``, the fields of :class:`ExecutorReport` from :func:`_probe`, starting
     the executors' Python daemons on the way: the daemons of MATCH_TREND's tasks.  An RDD
     job whose workers' environment is the SQL runners' (:data:`SQL_RUNNER_ENV`), not a SQL
     job: a new application's JVM planned and compiled a ``mapInArrow`` probe for ~3 s
@@ -246,5 +242,5 @@ def _by_value(function: Any) -> Any:
     return clone
 
 
-__all__ = ["DAEMON_MODULE", "PROBE_FIELDS", "ExecutorReport", "RECIPE", "prepare", "probe_tasks",
+__all__ = ["DAEMON_MODULE", "ExecutorReport", "RECIPE", "prepare", "probe_tasks",
            "wait_warmed_up", "warm_up_in_background"]
