@@ -5,12 +5,15 @@ bundle that ships with cogra (:mod:`cogra.runtime.kernel_bundle`).
 A cold numba cache costs the first query of each executor tens of seconds (a fresh
 process, 20k events: q1 20 s, q2 4.6 s, q3 33 s, of which q3's mixed-grained ring kernel
 alone is 26 s); with the cache warm the same fresh process answers each in under 0.6 s.
-The compiled code depends on the query's executor and window kind, not on the query, so
-a handful of queries -- the report's q1-q3 at the demo's 20k events (some kernels are
-chosen by input size), a sliding and a streamed one -- compile what every query meets.  They run in separate processes, ``jobs`` at once (the
-compiles are single-threaded).  ``scripts/setup.sh`` runs it after installing;
-the per-shape generated kernels still compile when a query first needs one (in the
-background for Spark's chunks, :mod:`cogra.runtime.compiled.codegen`).
+The generic kernels' compiled code depends on the query's executor and window kind, not
+on the query, so a handful of queries -- the report's q1-q3 at the demo's 20k events
+(some kernels are chosen by input size), a sliding and a streamed one -- compile what
+every query meets.  The per-shape generated kernels (:mod:`cogra.runtime.compiled.codegen`,
+3-5x faster than the generic ones) depend on the query's shape: the bundle carries those
+of the common shapes (:func:`common_shapes`, :func:`common_examples`); any other shape's
+compile when a query first needs one (in the background for small inputs and Spark's
+chunks).  The cases run in separate processes, ``jobs`` at once (the compiles are
+single-threaded).  ``scripts/setup.sh`` runs it after installing.
 """
 
 from __future__ import annotations
@@ -197,6 +200,65 @@ def column_types() -> None:
             _evaluate(example.query, pq.read_table(path))
 
 
+COMMON_PATTERNS = ("A+", "SEQ(A+, B)", "SEQ(A, B+)")
+COMMON_AGGREGATES = ("COUNT(*)", "COUNT(*), MIN(A.v), MAX(A.v)", "COUNT(*), SUM(A.v), AVG(B.v)",
+                     "COUNT(*), SUM(A.v), MIN(A.v), MAX(A.v), AVG(B.v)")
+"""The common shapes whose generated kernels ship in the bundle (:func:`common_shapes`):
+each of these patterns under each semantics, with each of these aggregate lists (``B.v``
+reads as ``A.v`` where the pattern has no ``B``), over a floating attribute."""
+
+
+def _common_table(events: int, signed: bool):
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(1)
+    v = rng.integers(1, 100, events).astype(np.float64) * (rng.choice([-1.0, 1.0], events) if signed else 1.0)
+    return pa.table({"type": pa.array(np.where(rng.random(events) < 0.9, "A", "B")),
+                     "time": np.arange(events, dtype=np.int64), "v": v})
+
+
+def _generated_in_the_foreground() -> None:
+    """Run the generated kernels of every call from here on, compiled in the foreground as
+    for a call large enough to repay them (the bundle's settings turn them off)."""
+    from cogra.runtime.compiled import kernel_driver
+    from cogra.runtime.compiled.finish import by_column
+    from cogra.runtime.compiled.windows import sliding
+
+    os.environ["COGRA_GENERATED_KERNELS"] = "1"
+    kernel_driver.SPECIALIZE_MIN_EVENTS = sliding.SPECIALIZE_MIN_EVENTS = by_column.SPECIALIZE_MIN_KEYS = 0
+
+
+@case
+def common_shapes() -> None:
+    """The generated kernels of :data:`COMMON_PATTERNS` x semantics x
+    :data:`COMMON_AGGREGATES` (values never negative, and signed: sums of signed values
+    carry one more channel).  ``cogra warm --bundle`` ships them
+    (:mod:`cogra.runtime.kernel_bundle`), so that a fresh process runs these shapes' first
+    calls on them; other shapes start on the generic kernels."""
+    _generated_in_the_foreground()
+    for signed in (False, True):
+        table = _common_table(2_000, signed)
+        for pattern in COMMON_PATTERNS:
+            for semantics in ("any", "next", "contiguous"):
+                for aggregates in COMMON_AGGREGATES:
+                    if signed and "SUM" not in aggregates:
+                        continue
+                    if "B" not in pattern:
+                        aggregates = aggregates.replace("B.v", "A.v")
+                    _evaluate(f"RETURN {aggregates} PATTERN {pattern} SEMANTICS {semantics}", table,
+                              type_column="type")
+
+
+@case
+def common_examples() -> None:
+    """The generated kernels of q1-q3, over 20k and 1M events (some routes are chosen by
+    size), for the bundle as :func:`common_shapes`."""
+    _generated_in_the_foreground()
+    _examples(20_000)
+    _examples(1_000_000)
+
+
 @case
 def streamed() -> None:
     import cogra
@@ -250,7 +312,7 @@ def exercise(events: int = 300) -> None:
 BUNDLE_SETTINGS = {
     "NUMBA_CPU_NAME": "generic",  # code every CPU of the architecture runs
     "COGRA_KERNEL_BUNDLE": "0",  # compile, rather than load an older bundle
-    "COGRA_GENERATED_KERNELS": "0",  # the generic kernels only: per-shape ones stay per machine
+    "COGRA_GENERATED_KERNELS": "0",  # the generic kernels, but in common_shapes: other shapes' stay per machine
     "COGRA_BACKGROUND_COMPILE": "0",
 }
 
@@ -291,18 +353,46 @@ def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stder
         entries = 0
         for directory in sorted(p for p in cache.iterdir() if p.is_dir()):
             if directory.name not in names:
-                continue  # not the package's (a generated kernel's, say)
+                continue  # not the package's (the generated kernels', below)
             shutil.copytree(directory, fresh / names[directory.name], dirs_exist_ok=True)
             entries += sum(1 for _ in directory.glob("*.nbc"))
+        generated = _bundle_generated(Path(staging) / "cogra" / "kernels", cache, fresh / kernel_bundle.GENERATED)
         fresh.mkdir(parents=True, exist_ok=True)
+        from cogra.runtime.compiled.codegen.kernel_cache import generator_version
+
         (fresh / kernel_bundle.MANIFEST).write_text(json.dumps({
             "numba": numba.__version__, "python": kernel_bundle.python_tag(), "sources": sources,
-            "machine": machine, "entries": entries}, indent=1))
+            "generator": generator_version(), "machine": machine, "entries": entries,
+            "generated": generated}, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         fresh.rename(target)
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
-    print(f"cogra warm: bundle of {entries} kernels ({size / 2**20:.1f} MiB) in {target}", file=out)
+    print(f"cogra warm: bundle of {entries} kernels and {generated} generated ones ({size / 2**20:.1f} MiB) "
+          f"in {target}", file=out)
     return 0
+
+
+def _bundle_generated(sources: Path, cache: Path, target: Path) -> int:
+    """Copy the generated modules under ``sources`` that numba compiled something of into
+    ``cache`` -- each module's source and its entries, side by side -- to ``target``;
+    returns how many entries.  (A module the cases wrote but compiled nothing of, say a
+    shape seen below the sizes that repay it, stays out.)"""
+    import shutil
+
+    from numba.core.caching import UserProvidedCacheLocator
+
+    compiled = cache / UserProvidedCacheLocator.get_suitable_cache_subpath(str(sources / "x.py"))
+    entries = 0
+    for source in sorted(sources.glob("cogra_kernel_*.py")):
+        found = sorted(compiled.glob(f"{source.stem}.*")) if compiled.is_dir() else []
+        if not any(f.suffix == ".nbc" for f in found):
+            continue
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target / source.name)
+        for f in found:
+            shutil.copy2(f, target / f.name)
+        entries += sum(1 for f in found if f.suffix == ".nbc")
+    return entries
 
 
 if __name__ == "__main__":  # python -m cogra.warmup CASE (one case, in this process)

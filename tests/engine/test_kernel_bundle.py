@@ -53,8 +53,16 @@ if sys.argv[1:] == ["grid"]:
             cogra.evaluate(example.query, pq.read_table(scratch + "/t.parquet"), on_overflow="null")
 hits = misses = 0
 compiled = []
+generated = {"hits": 0, "misses": 0, "modules": []}  # the generated kernels (cogra_kernel_<shape>)
 for module in list(sys.modules.values()):
-    if not getattr(module, "__name__", "").startswith("cogra.runtime"):
+    name = getattr(module, "__name__", "")
+    if name.startswith("cogra_kernel_"):
+        generated["modules"].append(module.__file__)
+        for value in vars(module).values():
+            if isinstance(value, Dispatcher):
+                generated["hits"] += sum(value.stats.cache_hits.values())
+                generated["misses"] += sum(value.stats.cache_misses.values())
+    if not name.startswith("cogra.runtime"):
         continue
     for value in vars(module).values():
         if isinstance(value, Dispatcher) and value.__module__ == module.__name__:
@@ -62,7 +70,7 @@ for module in list(sys.modules.values()):
             hits += sum(stats.cache_hits.values())
             misses += sum(stats.cache_misses.values())
             compiled += [value.__qualname__] * sum(stats.cache_misses.values())
-print(json.dumps({"hits": hits, "misses": misses, "compiled": compiled}))
+print(json.dumps({"hits": hits, "misses": misses, "compiled": compiled, "generated": generated}))
 """
 
 
@@ -84,6 +92,12 @@ def test_a_fresh_process_with_empty_caches_compiles_no_generic_kernel(tmp_path: 
     counts = _fresh(tmp_path, "grid")
     assert counts["hits"] > 10 and counts["misses"] == 0, counts["compiled"]
     assert not list((tmp_path / "numba").rglob("*.nbc"))  # nothing was compiled into numba's own cache
+    # The grid's shapes and q1-q3 are common shapes (cogra.warmup.common_shapes): their
+    # 300k-event calls ran generated kernels, every one loaded from the bundle, none written.
+    generated = counts["generated"]
+    assert generated["modules"] and generated["hits"] >= len(generated["modules"]) and generated["misses"] == 0
+    assert all(Path(m).parent == kernel_bundle.bundle_root() / kernel_bundle.GENERATED for m in generated["modules"])
+    assert not list((tmp_path / "cogra").rglob("cogra_kernel_*.py"))
 
 
 WARM_START = r"""
@@ -107,7 +121,7 @@ print(json.dumps({"steps": warm_start.steps(), "loaded": len(loaded), "lazy_impo
 def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing(tmp_path: Path) -> None:
     """``import cogra`` starts the warm start (numba's target, then the bundle, the kernels
     every call runs first): once it is done, a first call of each semantics loads no
-    kernel itself; with ``COGRA_WARM_START=0`` nothing is loaded ahead."""
+    generic kernel itself; with ``COGRA_WARM_START=0`` nothing is loaded ahead."""
     from cogra.runtime import warm_start
 
     if not kernel_bundle.usable():
@@ -119,7 +133,10 @@ def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing
     assert done.returncode == 0, done.stderr[-3000:]
     warm = json.loads(done.stdout.strip().splitlines()[-1])
     assert warm["steps"][:1 + len(warm_start.FIRST)] == ["numba target", *warm_start.FIRST], warm["steps"]
-    assert warm["loaded"] > 30 and warm["by_the_call"] == [] and warm["lazy_imports_done"], warm
+    # The calls load only their shapes' generated modules (common shapes: from the bundle,
+    # ~15 ms each), no generic kernel.
+    assert warm["loaded"] > 30 and warm["lazy_imports_done"], warm
+    assert all(name.startswith("cogra_kernel_") for name in warm["by_the_call"]), warm["by_the_call"]
     settings[warm_start.WARM_START_ENV] = "0"
     done = subprocess.run([sys.executable, "-c", WARM_START], env=settings, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -162,6 +179,26 @@ def test_entries_are_laid_out_by_the_source_directory_in_the_package(tmp_path: P
 
     assert kernel_bundle.entry_dir(tmp_path, Path(mixed_one_pass.__file__)) == tmp_path / "runtime" / "compiled" / "windows"
     assert kernel_bundle.entry_dir(tmp_path, tmp_path / "elsewhere.py") is None
+    # A generated module of the bundle has its entries beside it.
+    generated = tmp_path / kernel_bundle.GENERATED
+    assert kernel_bundle.entry_dir(tmp_path, generated / "cogra_kernel_0123.py") == generated
+
+
+def test_generated_modules_are_read_where_their_generator_wrote_them(monkeypatch) -> None:
+    """A bundled module is used only under the generator version that wrote it (the
+    manifest's): another generator would write another text for the same shape key."""
+    from cogra.runtime.compiled.codegen.kernel_cache import generator_version
+
+    if not kernel_bundle.usable():
+        pytest.skip("no kernel bundle fits this checkout: `make setup` builds it")
+    some = sorted((kernel_bundle.bundle_root() / kernel_bundle.GENERATED).glob("cogra_kernel_*.py"))
+    assert some, "the bundle holds no generated module: `cogra warm --bundle` compiles the common shapes"
+    key = some[0].stem.removeprefix("cogra_kernel_")
+    assert kernel_bundle.generated_source(key, generator_version()) == some[0]
+    assert kernel_bundle.generated_has(some[0], "kernel") or kernel_bundle.generated_has(some[0], "run_sliding") or \
+        any(some[0].parent.glob(f"{some[0].stem}.*.nbi"))
+    assert kernel_bundle.generated_source(key, "0" * 24) is None
+    assert kernel_bundle.generated_source("no_such_shape", generator_version()) is None
 
 
 @pytest.mark.slow

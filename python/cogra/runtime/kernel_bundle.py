@@ -26,6 +26,13 @@ Why not copy the entries into numba's cache at install: numba's cache is keyed b
 CPU, so the copy would have to rewrite index files that other processes write
 concurrently; reading the bundle in place needs no writes at all.
 
+The bundle also holds the generated kernels of a few common query shapes
+(:data:`GENERATED`, :mod:`cogra.warmup`'s ``common_shapes``): each generated module's
+source beside numba's entries for it, used where the generator that wrote them is this
+one (:func:`generated_source`).  A query of another shape runs the generic kernels
+first and gets its own generated kernel compiled per machine
+(:mod:`cogra.runtime.compiled.codegen.background`).
+
 ``COGRA_KERNEL_BUNDLE=0`` ignores the bundle (``cogra warm --bundle`` does, to compile).
 """
 
@@ -43,6 +50,9 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 BUNDLE_ENV = "COGRA_KERNEL_BUNDLE"
 PACKAGE = Path(__file__).resolve().parents[1]  # the cogra package
 MANIFEST = "manifest.json"
+GENERATED = "generated"
+"""The bundle's directory of generated modules (``cogra_kernel_<shape key>.py``) and
+their numba entries."""
 
 
 def bundle_root() -> Path:
@@ -92,16 +102,22 @@ def sources_hash() -> str:
 
 
 @functools.lru_cache(maxsize=None)
+def _manifest(root: Path) -> dict:
+    try:
+        found = json.loads((root / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+@functools.lru_cache(maxsize=None)
 def _manifest_key(root: Path) -> tuple | None:
     """The machine key (numba's "magic tuple": target triple, CPU name, CPU features) the
     bundle at ``root`` was compiled for, where this process may load it: same numba, same
     interpreter, CPU name ``generic`` (code any CPU of the architecture runs); else None."""
     if os.environ.get(BUNDLE_ENV, "1") == "0":
         return None
-    try:
-        manifest = json.loads((root / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
+    manifest = _manifest(root)
     import numba
 
     key = tuple(manifest.get("machine") or ())
@@ -126,12 +142,34 @@ def usable(codegen: Any = None) -> bool:
 
 def entry_dir(root: Path, source: Path) -> Path | None:
     """The bundle's directory for the kernels of source file ``source``: its directory
-    relative to the package (``runtime/compiled/windows`` -> ``root/runtime/compiled/windows``); None
-    outside it."""
+    relative to the package (``runtime/compiled/windows`` -> ``root/runtime/compiled/windows``),
+    or its own directory for a generated module of the bundle (:data:`GENERATED`); None
+    outside the package."""
+    parent = Path(source).resolve().parent
+    if parent == root.resolve() / GENERATED:
+        return parent
     try:
-        return root / Path(source).resolve().parent.relative_to(PACKAGE)
+        return root / parent.relative_to(PACKAGE)
     except ValueError:
         return None
+
+
+def generated_source(key: str, generator: str) -> Path | None:
+    """The bundle's generated module of shape ``key`` (:mod:`cogra.runtime.compiled.codegen`),
+    where this process loads the bundle (:func:`usable`) and the module was written by
+    generator version ``generator`` (the manifest records the version the bundle's modules
+    were written by); else None."""
+    root = bundle_root()
+    if _manifest(root).get("generator") != generator or not usable():
+        return None
+    path = root / GENERATED / f"cogra_kernel_{key}.py"
+    return path if path.is_file() else None
+
+
+def generated_has(source: Path, function: str) -> bool:
+    """Whether the bundle holds numba entries for ``function`` of the generated module
+    ``source`` (a :func:`generated_source`)."""
+    return any(source.parent.glob(f"{source.stem}.{function}-*.nbi"))
 
 
 class BundledCache(FunctionCache):
@@ -191,7 +229,7 @@ def bundled_modules() -> list[str]:
     if not usable():
         return []
     names = {".".join(["cogra", *index.parent.relative_to(root).parts, index.name.split(".", 1)[0]])
-             for index in root.rglob("*.nbi")}
+             for index in root.rglob("*.nbi") if index.parent != root / GENERATED}
     return sorted(names)
 
 
@@ -234,6 +272,7 @@ def preload() -> int:
     return sum(preload_module(module) for module in bundled_modules())
 
 
-__all__ = ["BUNDLE_ENV", "MANIFEST", "BundledCache", "bundle_root", "bundled_modules", "entry_dir", "preload",
+__all__ = ["BUNDLE_ENV", "GENERATED", "MANIFEST", "BundledCache", "bundle_root", "bundled_modules", "entry_dir",
+           "generated_has", "generated_source", "preload",
            "preload_module", "python_tag",
            "sources_hash", "usable", "use_bundle"]
