@@ -236,18 +236,26 @@ def common_shapes() -> None:
     carry one more channel).  ``cogra warm --bundle`` ships them
     (:mod:`cogra.runtime.kernel_bundle`), so that a fresh process runs these shapes' first
     calls on them; other shapes start on the generic kernels."""
+    from cogra.runtime.compiled.windows import chunked
+
     _generated_in_the_foreground()
-    for signed in (False, True):
-        table = _common_table(2_000, signed)
-        for pattern in COMMON_PATTERNS:
-            for semantics in ("any", "next", "contiguous"):
-                for aggregates in COMMON_AGGREGATES:
-                    if signed and "SUM" not in aggregates:
-                        continue
-                    if "B" not in pattern:
-                        aggregates = aggregates.replace("B.v", "A.v")
-                    _evaluate(f"RETURN {aggregates} PATTERN {pattern} SEMANTICS {semantics}", table,
-                              type_column="type")
+    limits = chunked.CHUNK_ROWS, chunked.MIN_ROWS
+    # In one pass (the window kernel), and in chunks (the kernel that continues a window:
+    # what a table of millions of rows runs), lowered here to the small tables' sizes.
+    for chunk_rows, min_rows in (limits, (700, 1_400)):
+        chunked.CHUNK_ROWS, chunked.MIN_ROWS = chunk_rows, min_rows
+        for signed in (False, True):
+            table = _common_table(2_000, signed)
+            for pattern in COMMON_PATTERNS:
+                for semantics in ("any", "next", "contiguous"):
+                    for aggregates in COMMON_AGGREGATES:
+                        if signed and "SUM" not in aggregates:
+                            continue
+                        if "B" not in pattern:
+                            aggregates = aggregates.replace("B.v", "A.v")
+                        _evaluate(f"RETURN {aggregates} PATTERN {pattern} SEMANTICS {semantics}", table,
+                                  type_column="type")
+    chunked.CHUNK_ROWS, chunked.MIN_ROWS = limits
 
 
 @case
@@ -376,7 +384,11 @@ def _bundle_generated(sources: Path, cache: Path, target: Path) -> int:
     """Copy the generated modules under ``sources`` that numba compiled something of into
     ``cache`` -- each module's source and its entries, side by side -- to ``target``;
     returns how many entries.  (A module the cases wrote but compiled nothing of, say a
-    shape seen below the sizes that repay it, stays out.)"""
+    shape seen below the sizes that repay it, stays out.)  Each source also gets its
+    bytecode, checked by the source's hash rather than its time (which an install
+    changes): compiling a module's source took 12-16 ms of a first call that loads it."""
+    import importlib.util
+    import py_compile
     import shutil
 
     from numba.core.caching import UserProvidedCacheLocator
@@ -389,6 +401,8 @@ def _bundle_generated(sources: Path, cache: Path, target: Path) -> int:
             continue
         target.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target / source.name)
+        py_compile.compile(str(target / source.name), cfile=importlib.util.cache_from_source(str(target / source.name)),
+                           doraise=True, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH)
         for f in found:
             shutil.copy2(f, target / f.name)
         entries += sum(1 for f in found if f.suffix == ".nbc")

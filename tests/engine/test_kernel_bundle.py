@@ -30,6 +30,9 @@ if sys.argv[1:] == ["grid"]:
     import tempfile
     import pyarrow.parquet as pq
     from cogra.bench.first_run import AGGREGATES, SEMANTICS, TYPE_COLUMNS, grid_data, grid_query
+    from cogra.runtime.compiled.windows import chunked
+    # (the 300k-event calls in chunks, as the first-run benchmark's millions of rows run)
+    chunked.CHUNK_ROWS, chunked.MIN_ROWS = 100_000, 200_000
     for events in (2_000, 300_000):
         for kind in TYPE_COLUMNS:
             table = grid_data({"type": kind, "events": events})
@@ -93,7 +96,8 @@ def test_a_fresh_process_with_empty_caches_compiles_no_generic_kernel(tmp_path: 
     assert counts["hits"] > 10 and counts["misses"] == 0, counts["compiled"]
     assert not list((tmp_path / "numba").rglob("*.nbc"))  # nothing was compiled into numba's own cache
     # The grid's shapes and q1-q3 are common shapes (cogra.warmup.common_shapes): their
-    # 300k-event calls ran generated kernels, every one loaded from the bundle, none written.
+    # calls ran generated kernels (in one pass and in chunks), every one loaded from the
+    # bundle, none written.
     generated = counts["generated"]
     assert generated["modules"] and generated["hits"] >= len(generated["modules"]) and generated["misses"] == 0
     assert all(Path(m).parent == kernel_bundle.bundle_root() / kernel_bundle.GENERATED for m in generated["modules"])
@@ -199,6 +203,13 @@ def test_generated_modules_are_read_where_their_generator_wrote_them(monkeypatch
         any(some[0].parent.glob(f"{some[0].stem}.*.nbi"))
     assert kernel_bundle.generated_source(key, "0" * 24) is None
     assert kernel_bundle.generated_source("no_such_shape", generator_version()) is None
+    monkeypatch.setenv(kernel_bundle.BUNDLE_ENV, kernel_bundle.GENERIC_ONLY)
+    assert kernel_bundle.generated_source(key, generator_version()) is None
+    # Each module comes with its bytecode (checked by the source's hash: an install
+    # changes file times), so a first call loading it does not compile its source.
+    import importlib.util
+
+    assert Path(importlib.util.cache_from_source(str(some[0]))).is_file()
 
 
 @pytest.mark.slow

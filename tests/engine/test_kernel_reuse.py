@@ -17,6 +17,7 @@ from cogra.examples import Q3
 from cogra.runtime.compiled.codegen import background
 from cogra.runtime.compiled.codegen import kernel_cache
 from cogra.runtime.compiled.codegen import query_shape
+from cogra.runtime import kernel_bundle
 from cogra.runtime.compiled import kernel_driver
 from tests.compare import assert_same_result
 from tests.engine.test_sliding import forced
@@ -29,7 +30,11 @@ TUMBLING = SLIDING.replace(" SLIDE 5 seconds", "")
 
 @pytest.fixture
 def reuse(monkeypatch):
+    """Kernels compiled earlier count (kernel_cache.REUSE_COMPILED), those of this machine
+    only: the shapes here are common ones, whose generated modules the kernel bundle
+    holds, and these tests are about compiling them per machine."""
     monkeypatch.setattr(kernel_cache, "REUSE_COMPILED", True)
+    monkeypatch.setenv(kernel_bundle.BUNDLE_ENV, kernel_bundle.GENERIC_ONLY)  # (background compiles' too)
 
 
 def test_small_input_reuses_a_compiled_sliding_kernel(reuse, monkeypatch, generated_kernels) -> None:
@@ -452,6 +457,7 @@ def test_threads_on_an_empty_kernel_cache(monkeypatch, tmp_path, generated_kerne
 
     monkeypatch.setenv("COGRA_CACHE", str(tmp_path))
     monkeypatch.setattr(kernel_cache, "_LOADED", {})  # a module loaded earlier would not be written
+    monkeypatch.setenv(kernel_bundle.BUNDLE_ENV, kernel_bundle.GENERIC_ONLY)  # (nor one of the bundle)
     table = stock(400, seed=2)
     want = cogra.evaluate(TUMBLING, table, compiled=False)
     results, errors = [], []

@@ -701,6 +701,12 @@ class Engine:
             return self._result_table(on_overflow, metadata)
 
     def _result_table(self, on_overflow: str, metadata: dict | None) -> pa.Table:
+        from cogra.runtime.compiled.windows import chunked
+
+        # -- one window over the whole table, chunk of rows after chunk (None: does not apply)
+        table = chunked.result_table(self, on_overflow=on_overflow, metadata=metadata)
+        if table is not None:
+            return table
         subs = self.substreams()
         driver = self._kernel_driver(subs)
         blocks = self._window_blocks(subs, driver)

@@ -33,7 +33,9 @@ one (:func:`generated_source`).  A query of another shape runs the generic kerne
 first and gets its own generated kernel compiled per machine
 (:mod:`cogra.runtime.compiled.codegen.background`).
 
-``COGRA_KERNEL_BUNDLE=0`` ignores the bundle (``cogra warm --bundle`` does, to compile).
+``COGRA_KERNEL_BUNDLE=0`` ignores the bundle (``cogra warm --bundle`` does, to compile);
+``COGRA_KERNEL_BUNDLE=generic`` its generated modules only (every shape's generated
+kernel then compiles on the machine, as without them).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ from numba.core.caching import FunctionCache, IndexDataCacheFile
 BUNDLE_ENV = "COGRA_KERNEL_BUNDLE"
 PACKAGE = Path(__file__).resolve().parents[1]  # the cogra package
 MANIFEST = "manifest.json"
+GENERIC_ONLY = "generic"
+"""The value of :data:`BUNDLE_ENV` that leaves out the bundle's generated modules."""
 GENERATED = "generated"
 """The bundle's directory of generated modules (``cogra_kernel_<shape key>.py``) and
 their numba entries."""
@@ -160,7 +164,8 @@ def generated_source(key: str, generator: str) -> Path | None:
     generator version ``generator`` (the manifest records the version the bundle's modules
     were written by); else None."""
     root = bundle_root()
-    if _manifest(root).get("generator") != generator or not usable():
+    if (os.environ.get(BUNDLE_ENV) == GENERIC_ONLY or _manifest(root).get("generator") != generator
+            or not usable()):
         return None
     path = root / GENERATED / f"cogra_kernel_{key}.py"
     return path if path.is_file() else None
@@ -272,7 +277,7 @@ def preload() -> int:
     return sum(preload_module(module) for module in bundled_modules())
 
 
-__all__ = ["BUNDLE_ENV", "GENERATED", "MANIFEST", "BundledCache", "bundle_root", "bundled_modules", "entry_dir",
+__all__ = ["BUNDLE_ENV", "GENERATED", "GENERIC_ONLY", "MANIFEST", "BundledCache", "bundle_root", "bundled_modules", "entry_dir",
            "generated_has", "generated_source", "preload",
            "preload_module", "python_tag",
            "sources_hash", "usable", "use_bundle"]

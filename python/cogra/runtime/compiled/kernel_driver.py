@@ -52,7 +52,8 @@ compile it cannot win back (the background compile serves the next calls).  Test
 it."""
 _SPARE_I, _SPARE_F = np.zeros(1, np.int64), np.zeros(1, np.float64)
 """What a compiled fill gets for a row it does not write."""
-_NO_PAIR_OK = np.zeros(0, np.uint64)
+NO_PAIR_OK = np.zeros(0, np.uint64)
+"""The pair bits the window kernels take for all ones (see :meth:`KernelDriver.pair_ok_of`)."""
 """What the generated kernels get for pair bits where the query's shape checks none."""
 
 
@@ -73,12 +74,15 @@ class PairArrays(NamedTuple):
 class KernelDriver:
     UNDECIDED = UNDECIDED
 
-    def __init__(self, engine: Any, *, streaming: bool = False, subs: Any = None):
+    def __init__(self, engine: Any, *, streaming: bool = False, subs: Any = None, table_rows: bool = True):
         """``streaming``: encodings must not depend on the data (the streaming engine
         carries states across batches): every float sum is split into two limbs, and
         MIN/MAX over strings (ranks in the batch's dictionary) is refused.  ``subs``: the
         sub-streams about to be run; under ``contiguous`` they may show that no variable
-        needs per-event state (:meth:`Engine.contiguous_pair_ok_bits`)."""
+        needs per-event state (:meth:`Engine.contiguous_pair_ok_bits`).  ``table_rows``:
+        whether to build the attributes' rows of the whole table; without, the caller
+        loads them chunk by chunk (:meth:`load_rows`,
+        :mod:`cogra.runtime.compiled.windows.chunked`)."""
         b = engine.bound
         self.engine = engine
         self.streaming = streaming
@@ -103,7 +107,7 @@ class KernelDriver:
         (:meth:`shape`'s arguments; ``sliding._shared_shape``'s): the ring asks once per
         batch of groups, and every call of a Spark worker's slices would rebuild them."""
         self._memo = memo
-        self._attribute_arrays(engine.table)
+        self._attribute_arrays(engine.table if table_rows else engine.table.slice(0, 0))
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
         preds: list[int] = []
@@ -299,6 +303,12 @@ class KernelDriver:
                 found.add(attr)
         return frozenset(found)
 
+    def load_rows(self, table: pa.Table) -> None:
+        """The attributes' rows (``a_int``, ``a_flt``, ``a_valid``, ``a_key``) of ``table``, a
+        slice of the engine's: the kernels then read row ``r`` of the slice as ``r``.
+        Encodings stay those of the whole table (the scales, which sums are exact)."""
+        self._attribute_arrays(table)
+
     def _attribute_arrays(self, table: pa.Table) -> None:
         attrs = self.chan.attributes
         n = table.num_rows
@@ -359,7 +369,7 @@ class KernelDriver:
                     stats = self.engine.stats_of(attr)
                     if attr in sums and not stats.all_finite:
                         raise Unsupported(f"{attr} holds inf or nan")
-                    if want_flt and stats.doubles is not None and len(attrs) == 1:
+                    if want_flt and stats.doubles is not None and len(attrs) == 1 and len(stats.doubles) == n:
                         matrices["a_flt"] = stats.doubles.reshape(1, n)  # copied by the stats' pass
                         want_flt = False
                     want_int = attr in exact_sums and attr not in self.inexact
@@ -504,7 +514,7 @@ class KernelDriver:
         over every position (~4 ms per 1M events; ~40 ms over fresh memory), and then read
         no pair bit at all."""
         if not self.shape().pair_checks:
-            return _NO_PAIR_OK
+            return NO_PAIR_OK
         return self.per_positions("pair_ok", rows, plays, lambda: self.pair_ok[rows])
 
     def run_mixed(self, rows: np.ndarray, plays: np.ndarray, lo: np.ndarray, hi: np.ndarray,
