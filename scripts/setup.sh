@@ -15,12 +15,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   .venv/bin/python -m pip install --quiet -e ".[spark,test,bench,bench-flink,notebook]"
   echo "$want" > "$stamp"
 fi
-# Compile the generic kernels ahead of time once per kernel source (a minute on two
-# cores) into the bundle the package carries (python/cogra/_kernels, also what a wheel
-# built from here ships), so that no query -- the demo's, a test's, a Spark worker's --
-# waits for them.
+# Compile the generic kernels and the common shapes' generated ones ahead of time once
+# per kernel and generator source (3-5 minutes on two cores) into the bundle the package
+# carries (python/cogra/_kernels, also what a wheel built from here ships), so that no
+# query -- the demo's, a test's, a Spark worker's -- waits for them.
 warm_stamp=.venv/.cogra-warm
-warm_want=$( (echo "$want"; cat python/cogra/warmup.py; .venv/bin/python -c "from cogra.runtime.kernel_bundle import sources_hash; print(sources_hash())") | sha256sum | cut -d' ' -f1)
+warm_want=$( (echo "$want"; cat python/cogra/warmup.py; .venv/bin/python -c "from cogra.runtime.kernel_bundle import sources_hash; from cogra.runtime.compiled.codegen.kernel_cache import generator_version; print(sources_hash(), generator_version())") | sha256sum | cut -d' ' -f1)
 if [ "${COGRA_WARM:-1}" != "0" ] && { [ ! -f "$warm_stamp" ] || [ "$(cat "$warm_stamp")" != "$warm_want" ] || [ ! -f python/cogra/_kernels/manifest.json ]; }; then
   .venv/bin/cogra warm --bundle && echo "$warm_want" > "$warm_stamp"
 fi
