@@ -162,3 +162,18 @@ def test_chunks_end_between_timestamps(steps: list[int], rows: int) -> None:
         # as long as asked, unless a batch runs on
         assert z - a >= min(rows, len(time) - a)
         assert z - a <= rows or time[a + rows - 1] == time[a + rows]
+
+
+@pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
+def test_the_generated_kernels_in_chunks_give_the_one_pass_result(semantics: str, generated_kernels) -> None:
+    """With the generated kernels (the one pass's ``kernel``, the chunks' ``kernel_continue``
+    under the same bound on the counts), over floats, ints and NULLs."""
+    for data in (dict(n=5_000, seed=11, ties=True, nulls=True, types="ABC"), dict(n=4_000, seed=12, ints=True)):
+        table = _events(**data)
+        for query in QUERIES[:4]:
+            query = query.format(s=semantics)
+            with chunks(None):
+                want = cogra.evaluate(query, table, type_column="type", on_overflow="null")
+            with chunks(400):
+                got = cogra.evaluate(query, table, type_column="type", on_overflow="null")
+            assert got.equals(want), (query, got.to_pylist(), want.to_pylist())

@@ -234,7 +234,7 @@ def bundled_modules() -> list[str]:
     if not usable():
         return []
     names = {".".join(["cogra", *index.parent.relative_to(root).parts, index.name.split(".", 1)[0]])
-             for index in root.rglob("*.nbi") if index.parent != root / GENERATED}
+             for index in root.rglob("*.nbi") if index.relative_to(root).parts[0] != GENERATED}
     return sorted(names)
 
 

@@ -107,6 +107,7 @@ class KernelDriver:
         (:meth:`shape`'s arguments; ``sliding._shared_shape``'s): the ring asks once per
         batch of groups, and every call of a Spark worker's slices would rebuild them."""
         self._memo = memo
+        self.table_rows = table_rows
         self._attribute_arrays(engine.table if table_rows else engine.table.slice(0, 0))
         a = b.automaton
         self.pred_ptr = np.zeros(self.nv + 1, np.int64)
@@ -310,6 +311,9 @@ class KernelDriver:
         self._attribute_arrays(table)
 
     def _attribute_arrays(self, table: pa.Table) -> None:
+        # The previous rows' matrices go first (chunk after chunk: Arrow's pool hands their
+        # memory to the next ones instead of asking the system for more).
+        self.a_int = self.a_flt = self.a_valid = self.a_key = None
         attrs = self.chan.attributes
         n = table.num_rows
         k = max(1, len(attrs))
@@ -579,6 +583,14 @@ class KernelDriver:
                     biggest = max(biggest, stats.largest)
                 elif attr in self.exact_sums:  # (else a_int is all 0)
                     biggest = max(biggest, stats.largest * self.engine.scales[attr])
+                continue
+            if not self.table_rows:  # (the rows loaded are a chunk's: read the table's column)
+                import pyarrow.compute as pc
+
+                col = self.engine.table.column(attr.removesuffix(SPLIT_SUFFIX))
+                largest = pc.max(pc.abs(col.cast(pa.float64()))).as_py() or 0.0
+                scale = self.engine.scales.get(attr.removesuffix(SPLIT_SUFFIX), 1) if attr in self.split else 1
+                biggest = max(biggest, largest * scale)
                 continue
             # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
             source = self.a_flt[j] if attr in self.inexact else self.a_int[j]

@@ -307,6 +307,14 @@ def kernel_from_for(shape: Shape) -> Callable:
     return _module_for(shape).kernel_from
 
 
+def kernel_continue_for(shape: Shape) -> Callable:
+    """The shape's kernel that continues windows from carried states with the one-pass
+    kernel's bound on the counts (a table run in chunks): ``kernel_continue(times, plays,
+    pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi, rescale_above, st_i,
+    st_f, st_x, st_r, st_e)``.  Not for shapes with an absence or a loaded variable."""
+    return _module_for(shape).kernel_continue
+
+
 @functools.lru_cache(maxsize=None)
 def _source(shape: Shape | window_finish.DecodeShape) -> str:
     if isinstance(shape, window_finish.DecodeShape):
