@@ -53,8 +53,8 @@ it."""
 _SPARE_I, _SPARE_F = np.zeros(1, np.int64), np.zeros(1, np.float64)
 """What a compiled fill gets for a row it does not write."""
 NO_PAIR_OK = np.zeros(0, np.uint64)
-"""The pair bits the window kernels take for all ones (see :meth:`KernelDriver.pair_ok_of`)."""
-"""What the generated kernels get for pair bits where the query's shape checks none."""
+"""What the window kernels get for pair bits where the query's shape checks none (read as
+all ones: :meth:`KernelDriver.pair_ok_of`)."""
 
 
 class PairArrays(NamedTuple):
@@ -585,8 +585,6 @@ class KernelDriver:
                     biggest = max(biggest, stats.largest * self.engine.scales[attr])
                 continue
             if not self.table_rows:  # (the rows loaded are a chunk's: read the table's column)
-                import pyarrow.compute as pc
-
                 col = self.engine.table.column(attr.removesuffix(SPLIT_SUFFIX))
                 largest = pc.max(pc.abs(col.cast(pa.float64()))).as_py() or 0.0
                 scale = self.engine.scales.get(attr.removesuffix(SPLIT_SUFFIX), 1) if attr in self.split else 1

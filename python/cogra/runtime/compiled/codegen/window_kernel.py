@@ -375,39 +375,32 @@ def generate(shape: Shape) -> str:
     if s.loads:
         assert s.mode == 0 and loaded not in finals  # kept_totals.shared_variable
         windows_kernel("kernel_loading", ", take_at, ci, cf, cx, ce, cr", True)
-    w("@njit(cache=True, fastmath=False)")
-    w("def kernel_from(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
-    w("                st_i, st_f, st_x, st_r, st_e):")
-    with w.block():
-        w(f"rescale_above = {float(2.0**600)!r}")
-        w("for w in range(win_lo.shape[0]):")
-        with w.block():
-            transfer("st", "w", to_arrays=False)
-            w("exponent = st_e[w]")
-            w("unit = math.ldexp(1.0, -exponent)")
-            window_loop(True)
-            transfer("st", "w", to_arrays=True)
-            w("st_e[w] = exponent")
-    w()
-    if not (leading or trailing or s.loads):
-        # A window continued from a carried state whose whole extent is known (a table run
-        # in chunks: cogra.runtime.compiled.windows.chunked): kernel's loop and its bound
-        # on the counts, so that the chunks give what one pass gives, bit for bit;
-        # kernel_from watches every float against a fixed bound (a stream's windows have
-        # no known length), which cost ~20% over 3M events.
+    def continuing_kernel(name: str, known_extent: bool) -> None:
+        """A kernel that continues windows from carried states ``st_*``.  ``known_extent``:
+        the window's whole extent is known (a table run in chunks,
+        cogra.runtime.compiled.windows.chunked), so it takes the one-pass kernel's bound on
+        the counts and watches them as ``kernel`` does -- the chunks then give what one
+        pass gives, bit for bit; else (a stream's windows have no known length) every
+        float is watched against a fixed bound, which cost ~20% over 3M events."""
         w("@njit(cache=True, fastmath=False)")
-        w("def kernel_continue(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
-        w("                    rescale_above, st_i, st_f, st_x, st_r, st_e):")
+        w(f"def {name}(times, plays, pair_ok, a_int, a_flt, a_valid, a_key, rows, win_lo, win_hi,")
+        w(" " * (len(name) + 5) + ("rescale_above, " if known_extent else "") + "st_i, st_f, st_x, st_r, st_e):")
         with w.block():
+            if not known_extent:
+                w(f"rescale_above = {float(2.0**600)!r}")
             w("for w in range(win_lo.shape[0]):")
             with w.block():
                 transfer("st", "w", to_arrays=False)
                 w("exponent = st_e[w]")
                 w("unit = math.ldexp(1.0, -exponent)")
-                window_loop(False)
+                window_loop(not known_extent)
                 transfer("st", "w", to_arrays=True)
                 w("st_e[w] = exponent")
         w()
+
+    continuing_kernel("kernel_from", False)
+    if not (leading or trailing or s.loads):
+        continuing_kernel("kernel_continue", True)
     if s.loads and s.live is not None:
         pane_loading.write_ring_loading(w, s)
     if s.saves and s.live is not None:

@@ -8,10 +8,9 @@ each, ~170 MB over 3M events with MIN/MAX.  A process's first call meets all of 
 fresh memory, which a virtual machine's host backs page by page (1-4 ms per MiB here:
 0.2-0.5 s of a first call whose kernel runs in 30-110 ms).  Here the same arrays are
 built for :data:`CHUNK_ROWS` rows at a time -- Arrow's pool hands each chunk the memory
-the one before it freed -- and the window's state is carried from chunk to chunk by the
-kernel that continues windows (``kernel_from``, as the streaming engine runs it:
-:mod:`cogra.runtime.stream`), so a call touches a few MB of fresh memory however large
-the table.
+the one before it freed -- and the window's state is carried from chunk to chunk by a
+kernel that continues windows (below), so a call touches a few MB of fresh memory
+however large the table.
 
 Chunks end between timestamps: the events of one timestamp form one batch, which reads
 the state from before it.  What the window's channels decode to is decided as on the
