@@ -325,6 +325,36 @@ def test_generated_finishers_are_keyed_by_slots_and_items_not_scales() -> None:
     assert "item_scale_1 = scales[1]" in source and "average_item(s1, v1, m1, p1, s2, v2, m2, p2" in source
 
 
+@pytest.mark.parametrize("loaded", [False, True])
+def test_a_few_keys_finish_with_a_generated_pass_only_once_it_is_loaded(monkeypatch, loaded: bool) -> None:
+    # A compiled (say bundled) pass for a handful of keys costs more to load than the
+    # generic loops take; one this process has loaded already runs.
+    from cogra.runtime.compiled.codegen import kernel_cache
+
+    asked, ran = [], []
+    monkeypatch.setattr(kernel_cache, "is_compiled", lambda shape, function: True)
+    monkeypatch.setattr(kernel_cache, "is_loaded", lambda shape: asked.append(shape) or loaded)
+    monkeypatch.setattr(kernel_cache, "finisher_for", lambda shape: ran.append(shape) or (lambda *args: False))
+    finished = []
+    original = by_column._finished_in_one_pass
+
+    def spy(*args):
+        result = original(*args)
+        finished.append(result)
+        return result
+
+    monkeypatch.setattr(by_column, "_finished_in_one_pass", spy)
+    table = pa.table({"type": ["A", "A", "B", "A"], "time": [0, 1, 2, 3], "g": [1, 2, 1, 2]})
+    query = "RETURN g, COUNT(*) PATTERN SEQ(A+, B) WHERE [g] GROUP-BY g"
+    if loaded:  # (the stand-in pass fills nothing: only that it ran is checked)
+        cogra.evaluate(query, table, compiled=True)
+        assert len(ran) == 1 and len(asked) == 1
+        return
+    result = cogra.evaluate(query, table, compiled=True).to_pylist()
+    assert asked and finished == [None] and not ran
+    assert result == [{"g": 1, "COUNT(*)": 1}]
+
+
 @settings(max_examples=300, deadline=None)
 @given(data=st.data())
 def test_keys_merged_by_start_equal_the_sorted_keys(data) -> None:

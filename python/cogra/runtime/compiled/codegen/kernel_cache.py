@@ -258,6 +258,12 @@ def generated_kernels_enabled() -> bool:
     return os.environ.get(GENERATED_ENV, "1") != "0"
 
 
+def is_loaded(shape: Shape | window_finish.DecodeShape) -> bool:
+    """Whether this process has imported the shape's generated module already (its
+    functions then run without loading anything)."""
+    return shape.key in _LOADED
+
+
 def use_generated(shape: Shape, function: str, n_events: int, min_events: int) -> bool:
     """Whether to run the shape's generated ``function``: the input is large enough to
     repay compiling it (``min_events``), or it is compiled already."""

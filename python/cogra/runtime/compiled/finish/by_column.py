@@ -713,6 +713,8 @@ def _finished_in_one_pass(ctx: "Context", out: KernelOut, keyed: Keyed, slots: n
     n = keyed.n_keys
     positions = list(items)  # the generated pass's item t is the t-th numeric item
     shape = gen.DecodeShape.of(slots, [items[p][:3] for p in positions])
+    if n < min(BACKGROUND_MIN_KEYS, SPECIALIZE_MIN_KEYS) and not kernel_cache.is_loaded(shape):
+        return None  # (loading the module would cost more than the generic loops: see BACKGROUND_MIN_KEYS)
     generated = kernel_cache.use_generated(shape, gen.FUNCTION, n, SPECIALIZE_MIN_KEYS)
     if not generated and not (n >= BACKGROUND_MIN_KEYS and background.worth_requesting(ctx.events)):
         return None
@@ -757,7 +759,10 @@ BACKGROUND_MIN_KEYS = 4096
 """A block of at least this many keys (a Spark slice of a sliding query, say) that
 finishes with the generic decode requests the generated pass's compile in the background,
 from engine calls of :data:`background.BACKGROUND_MIN_EVENTS` events on (as the kernels do);
-a tumbling query's few keys do not repay even that."""
+a tumbling query's few keys do not repay even that.  Below it, a generated pass compiled
+already (in the bundle, say) runs only if this process has loaded its module: loading one
+costs 3-6 ms, the generic loops over 3,000 keys ~0.3 ms (a first call of one window over 3M
+events spent 6 ms of its 50-90 ms loading the pass for its single result row)."""
 
 
 def _slot_row(ctx: "Context", idx: int) -> tuple[int, ...]:
