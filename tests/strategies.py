@@ -102,8 +102,10 @@ def patterns(draw, max_vars: int = 4, repeat: bool = True, negation: bool = True
 
 
 @st.composite
-def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = True) -> GeneratedQuery:
-    """``extended``: patterns may hold bounded quantifiers and NOT (docs/language.md)."""
+def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = True,
+            spreads: bool = False) -> GeneratedQuery:
+    """``extended``: patterns may hold bounded quantifiers and NOT (docs/language.md);
+    ``spreads``: the aggregates include VAR_*/STDDEV_* (one at least)."""
     p = draw(patterns(repeat=extended, negation=extended))
     auto = build_automaton(p)
     names = auto.variables
@@ -152,6 +154,12 @@ def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = 
             "COUNT(*)", f"COUNT({v})", f"SUM({v}.v)", f"MIN({v}.v)", f"MAX({v}.w)",
             f"AVG({v}.w)", f"SUM({v}.w)", f"AVG({v}.v)",
         ])))
+    if spreads:
+        v = draw(st.sampled_from(names))
+        items.append(draw(st.sampled_from([
+            f"VAR_POP({v}.v)", f"VAR_SAMP({v}.w)", f"VARIANCE({v}.v)", f"STDDEV_POP({v}.w)",
+            f"STDDEV_SAMP({v}.v)", f"STDDEV({v}.w)",
+        ])))
     items = list(dict.fromkeys(items))
     if not any("(" in i for i in items):
         items.append("COUNT(*)")
@@ -170,10 +178,10 @@ def queries(draw, windows: bool = True, grouping: bool = True, extended: bool = 
 
 @st.composite
 def cases(draw, windows: bool = True, grouping: bool = True, max_events: int = 10, nan: bool = False,
-          extended: bool = True):
+          extended: bool = True, spreads: bool = False):
     """A random query and a random stream mostly made of the query's event types
     (``nan``: some ``w`` values are NaN)."""
-    q = draw(queries(windows=windows, grouping=grouping, extended=extended))
+    q = draw(queries(windows=windows, grouping=grouping, extended=extended, spreads=spreads))
     return q, draw(streams(max_events=max_events, types=q.event_types, nan=nan))
 
 

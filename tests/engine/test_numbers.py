@@ -373,3 +373,18 @@ def test_an_overflow_past_pythons_digit_limit_is_reported_as_an_overflow() -> No
     table = pa.table({"time": np.arange(n, dtype=np.int64)})
     with pytest.raises(cogra.AggregateOverflowError, match=r"about 3\.98 x 10\^6020\)"):
         cogra.evaluate("RETURN COUNT(*) PATTERN A+ SEMANTICS any", table)
+
+
+@pytest.mark.parametrize("xs", [[0.3, 1e-300, None], [1e-300, 2e-300, 5e-310], [1e300, 1e-300, 3.0]],
+                         ids=["tiny-beside-large", "tiny-only", "both-ends"])
+def test_floats_whose_exact_scale_is_past_the_double_range(xs) -> None:
+    # A float column reaching 1e-300 is summed exactly at a scale near 2**1050, past a
+    # double itself: each path still equals the reference (it raised OverflowError).
+    table = pa.table({"type": ["A", "A", "B"], "time": [0, 1, 2], "x": pa.array(xs, pa.float64())})
+    for query in ("RETURN SUM(A.x), AVG(A.x), MIN(A.x) PATTERN SEQ(A+, B)",
+                  "RETURN VAR_POP(A.x), STDDEV(A.x) PATTERN SEQ(A+, B)"):
+        want = evaluate_reference(query, table, on_overflow="null")
+        for compiled in (None, False):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", cogra.CograPerformanceWarning)
+                assert_same_result(cogra.evaluate(query, table, compiled=compiled, on_overflow="null"), want)

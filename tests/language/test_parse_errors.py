@@ -31,7 +31,8 @@ CASES = [
     ("trailing_garbage", "RETURN COUNT(*)\nPATTERN A\nWITHIN 1 min, 2 min", "unexpected ',' after the WITHIN clause; expected the end of the query", 3, 13),
     ("garbage_after_pattern", "RETURN COUNT(*)\nPATTERN SEQ(A, B) C", "unexpected C after the PATTERN clause", 2, 19),
     # -- RETURN items
-    ("unknown_aggregate", "RETURN MEDIAN(A.x)\nPATTERN A", "unknown aggregate MEDIAN (allowed: COUNT, MIN, MAX, SUM, AVG)", 1, 8),
+    ("unknown_aggregate", "RETURN MEDIAN(A.x)\nPATTERN A", "unknown aggregate MEDIAN (allowed: COUNT, MIN, MAX, SUM, AVG, VAR_POP, VAR_SAMP, STDDEV_POP, "
+     "STDDEV_SAMP, VARIANCE, STDDEV)", 1, 8),
     ("min_without_attribute", "RETURN patient,\n  MIN(M)\nPATTERN Measurement M+", "MIN needs a variable's attribute, e.g. MIN(M.attr)", 2, 3),
     ("count_of_attribute", "RETURN COUNT(M.rate)\nPATTERN Measurement M+", "COUNT takes * or a variable, not an attribute: COUNT(*) or COUNT(M)", 1, 8),
     ("unknown_variable_in_aggregate", "RETURN AVG(C.price)\nPATTERN SEQ(Stock A+, Stock B+)", "unknown variable C (the pattern binds A, B)", 1, 12),

@@ -155,6 +155,24 @@ def test_quantifiers_and_negation_equal_evaluate(spark, query):
     assert got and got == expected(query, table, on_overflow="null")
 
 
+SPREAD_QUERY = """RETURN sector, COUNT(*), AVG(A.price), VAR_POP(A.price), VARIANCE(B.volume),
+    STDDEV_POP(B.price), STDDEV(A.volume) PATTERN SEQ(Stock A+, Stock B)
+    SEMANTICS skip-till-next-match WHERE [company] AND A.price < NEXT(A).price
+    GROUP-BY sector WITHIN 5 minutes SLIDE 1 minute"""
+
+
+@pytest.mark.spark
+def test_spread_aggregates_equal_evaluate(spark):
+    # VAR_*/STDDEV_* run on the Python executors in each task (the kernels keep no sums of
+    # squares): the same numbers as cogra.evaluate, to 1e-12, over the shim's partitions.
+    table = stock_table(20_000, seed=11)
+    spark.createDataFrame(table).createOrReplaceTempView("stock_spread")
+    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock_spread), {sql_literal(SPREAD_QUERY)})")
+    assert [f.dataType.simpleString() for f in df.schema.fields][3:7] == ["double"] * 4
+    got = actual(df)
+    assert len(got) > 50 and got == expected(SPREAD_QUERY, table)
+
+
 # Absence (docs/language.md) at the sizes users run: each window decides, from
 # the blockers of its partition, whatever the variable keys.
 ABSENCE = {

@@ -61,6 +61,7 @@ def _sum(source: pa.DataType | None) -> pa.DataType | None:
 
 
 def _average(_source: pa.DataType | None) -> pa.DataType:
+    """AVG and the spreads (VAR_*, STDDEV_*): a double, as in Spark SQL."""
     return pa.float64()
 
 
@@ -70,6 +71,10 @@ AGGREGATES: dict[AggFunc, AggregateSpec] = {s.func: s for s in (
     AggregateSpec(AggFunc.MAX, ORDERABLE, "an orderable attribute", _extreme),
     AggregateSpec(AggFunc.SUM, frozenset({NUMBER}), "a numeric attribute", _sum),
     AggregateSpec(AggFunc.AVG, frozenset({NUMBER}), "a numeric attribute", _average),
+    AggregateSpec(AggFunc.VAR_POP, frozenset({NUMBER}), "a numeric attribute", _average),
+    AggregateSpec(AggFunc.VAR_SAMP, frozenset({NUMBER}), "a numeric attribute", _average),
+    AggregateSpec(AggFunc.STDDEV_POP, frozenset({NUMBER}), "a numeric attribute", _average),
+    AggregateSpec(AggFunc.STDDEV_SAMP, frozenset({NUMBER}), "a numeric attribute", _average),
 )}
 """Every aggregate function (one entry per :class:`~cogra.language.ast.AggFunc`)."""
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 import sqlglot.expressions as exp
 
 from cogra.analysis.expressions import ROLE_CUR, ROLE_NEXT
+from cogra.language.ast import Aggregate
+from cogra.runtime.aggregates import ENTRIES
 from cogra.runtime.compiled.codes import PAIR_WORD_BITS, edge_bits
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,6 +100,10 @@ def python_only_parts(bound: "BoundQuery") -> tuple[str, ...]:
         elif found.op == "<>" and len(preds) > 1:
             parts.append(f"{getattr(sources[0], 'text', found.holder.sql())}: across a negation the kernels "
                          "index a comparison in one order of its value, not <>")
+    for item in bound.query.returns:
+        agg = item.value
+        if isinstance(agg, Aggregate) and agg.func in ENTRIES and not ENTRIES[agg.func].kernels:
+            parts.append(f"{item.text}: no compiled kernel evaluates {agg.func.value}")
     return tuple(dict.fromkeys(parts))  # (one predicate on several pairs: named once)
 
 

@@ -166,6 +166,8 @@ def _build_slots(bound: BoundQuery, who: str) -> Slots:
             s = slots.lin("sum", v, agg.attribute)
             nn = slots.lin("nn", v, agg.attribute)
             slots.finals.append((agg.func.value, s, nn, pa.types.is_integer(t)))
+        elif agg.func not in (AggFunc.MIN, AggFunc.MAX):
+            raise NotSupported(f"{who} aggregates with COUNT, SUM, AVG, MIN and MAX only, not {agg.text}")
         else:
             role = "min" if agg.func is AggFunc.MIN else "max"
             slots.finals.append(("extreme", slots.ext(role, v, agg.attribute), pa.types.is_integer(t)))

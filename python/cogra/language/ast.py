@@ -234,6 +234,14 @@ class AggFunc(str, Enum):
     MAX = "MAX"
     SUM = "SUM"
     AVG = "AVG"
+    VAR_POP = "VAR_POP"
+    VAR_SAMP = "VAR_SAMP"
+    STDDEV_POP = "STDDEV_POP"
+    STDDEV_SAMP = "STDDEV_SAMP"
+
+
+AGG_ALIASES: dict[str, AggFunc] = {"VARIANCE": AggFunc.VAR_SAMP, "STDDEV": AggFunc.STDDEV_SAMP}
+"""Other names of aggregate functions, as in Spark SQL (the item's text keeps the name written)."""
 
 
 @dataclass(frozen=True)

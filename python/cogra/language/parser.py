@@ -39,6 +39,7 @@ import sqlglot.expressions as exp
 
 from cogra.errors import QueryError
 from cogra.language.ast import (
+    AGG_ALIASES,
     NEXT_MARKER,
     UNIT_SECONDS,
     Aggregate,
@@ -91,7 +92,7 @@ MAX_REPEAT = 64
 state of the automaton, and the engine keeps at most 64 (analysis.binding.MAX_VARIABLES)."""
 
 _NOT_AN_ATTRIBUTE = "is not an attribute: write V.attr, NEXT(V).attr or attr"
-_ITEM_HELP = "an attribute, COUNT(*), COUNT(V) or MIN|MAX|SUM|AVG(V.attr)"
+_ITEM_HELP = "an attribute, COUNT(*), COUNT(V) or MIN|MAX|SUM|AVG|VAR_POP|VAR_SAMP|STDDEV_POP|STDDEV_SAMP(V.attr)"
 
 
 def _unit_list() -> str:
@@ -294,10 +295,11 @@ class _Parser:
 
     def aggregate(self) -> Aggregate:
         func_tok = self.advance()
+        name = func_tok.text.upper()
         try:
-            func = AggFunc(func_tok.text.upper())
+            func = AGG_ALIASES[name] if name in AGG_ALIASES else AggFunc(name)
         except ValueError:
-            allowed = _join([f.value for f in AggFunc])
+            allowed = _join([f.value for f in AggFunc] + list(AGG_ALIASES))
             message = f"unknown aggregate {func_tok.text} (allowed: {allowed})"
             raise self.error(message, func_tok.span) from None
         self.advance()  # "("

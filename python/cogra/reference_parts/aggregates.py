@@ -4,7 +4,8 @@ The exact value domain of docs/ARCHITECTURE.md: counts are ints; SUM of integers
 int, of floats or decimals an exact ``Fraction`` (a non-finite float makes it a float
 ``inf``/``nan``: Python's Fraction + float arithmetic does exactly that); AVG is
 ``Fraction(sum of non-null values, number of non-null values)``; MIN/MAX the raw
-extreme value, NaN above every other number (Spark).  NULL attribute values are
+extreme value, NaN above every other number (Spark); VAR_* an exact ``Fraction`` over
+every value of every trend (:func:`spread`), STDDEV_* its square root as a double.  NULL attribute values are
 skipped; ``COUNT(V)`` counts ``V`` events whether or not their attributes are NULL.
 """
 
@@ -18,6 +19,8 @@ from typing import Any
 from cogra.errors import DataError
 from cogra.language.ast import AggFunc, Aggregate
 from cogra.reference_parts.patterns import Trend
+
+SPREADS = frozenset({AggFunc.VAR_POP, AggFunc.VAR_SAMP, AggFunc.STDDEV_POP, AggFunc.STDDEV_SAMP})
 
 
 def exact_number(value: Any) -> Any:
@@ -56,6 +59,8 @@ class Accumulator:
             return 0
         if agg.func is AggFunc.AVG:
             return (None, 0)
+        if agg.func in SPREADS:
+            return []
         return None
 
     def add_trend(self, trend: Trend) -> None:
@@ -71,6 +76,8 @@ class Accumulator:
             return (add(a[0], b[0]), a[1] + b[1])
         if agg.func is AggFunc.SUM:
             return add(a, b)
+        if agg.func in SPREADS:
+            return a + b
         if a is None or b is None:
             return b if a is None else a
         pick = min if agg.func is AggFunc.MIN else max
@@ -89,9 +96,31 @@ class Accumulator:
                     out.append(total / count)
                 else:
                     out.append(Fraction(total, count))
+            elif agg.func in SPREADS:
+                out.append(spread(agg.func, state))
             else:
                 out.append(state)
         return tuple(out)
+
+
+def spread(func: AggFunc, values: list[Any]) -> Any:
+    """VAR_*/STDDEV_* of every value of every trend, literally: the mean, then each
+    value's squared distance from it (exact), averaged; a square root in 60 decimal
+    digits, then rounded to a double.  NULL for no value (and one, for a sample); NaN
+    where a value is inf or nan (Spark's ``x - mean`` is NaN then)."""
+    n = len(values)
+    sample = func in (AggFunc.VAR_SAMP, AggFunc.STDDEV_SAMP)
+    if n == 0 or (sample and n == 1):
+        return None
+    if any(isinstance(x, float) for x in values):  # (exact_number leaves only the non-finite as floats)
+        return math.nan
+    mean = sum(values, Fraction(0)) / n
+    var = sum(((x - mean) ** 2 for x in values), Fraction(0)) / (n - 1 if sample else n)
+    if func in (AggFunc.VAR_POP, AggFunc.VAR_SAMP):
+        return var
+    with decimal.localcontext() as ctx:
+        ctx.prec = 60
+        return float((decimal.Decimal(var.numerator) / decimal.Decimal(var.denominator)).sqrt())
 
 
 def add(a: Any, b: Any) -> Any:
@@ -108,6 +137,8 @@ def per_trend(agg: Aggregate, trend: Trend) -> Any:
     if agg.func is AggFunc.COUNT:
         return len(events)
     values = [e.values[agg.attribute] for e in events if e.values[agg.attribute] is not None]
+    if agg.func in SPREADS:
+        return [exact_number(x) for x in values]
     if agg.func in (AggFunc.SUM, AggFunc.AVG):
         total = None
         for x in values:

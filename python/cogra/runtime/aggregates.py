@@ -10,6 +10,7 @@ count      add      number of trends (slot 0, always present)
 cnt V      add      number of ``V`` events, summed over the trends
 sum V.x    add      sum of non-null ``V.x`` over the trends, as an exact integer
                     (floats scaled by ``2**k``, decimals by ``10**scale``)
+sq V.x     add      sum of the squares of those integers (the spreads' second sums)
 inf V.x    fadd     sum of the non-finite float ``V.x`` (inf/nan), float
 nn V.x     add      number of non-null ``V.x`` values over the trends
 min/max    min/max  extreme non-null ``V.x`` over the trends (None: none)
@@ -19,6 +20,14 @@ A state is *extended* by an event playing ``V``: the event continues (or starts)
 ``count`` trends, so it adds ``count`` to ``cnt V``, ``x * count`` to ``sum V.x``,
 and so on.  All arithmetic is on Python integers, so nothing overflows and every
 result is exact until :mod:`cogra.runtime.output` types it.
+
+Each aggregate function over ``V.attr`` is one :class:`AggregateEntry` of
+:data:`ENTRIES`: the slots it reads (by role), which of them it reads as exact numbers,
+how its value is finished from them, and whether the compiled kernels evaluate it (its
+typing is its :mod:`cogra.analysis.aggregates` entry).
+Adding an aggregate whose state is made of these roles is one entry (and its
+:mod:`cogra.analysis.aggregates` typing); see docs/ARCHITECTURE.md, "How to add an
+aggregate".
 """
 
 from __future__ import annotations
@@ -26,15 +35,71 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from cogra.language.ast import AggFunc, Aggregate, AttrRef, Query
+from cogra.runtime import spread
 
 ADD, FADD, MIN, MAX = "add", "fadd", "min", "max"
+
+ROLE_KINDS = {"count": ADD, "cnt": ADD, "sum": ADD, "sq": ADD, "nn": ADD, "inf": FADD, "min": MIN, "max": MAX}
+"""How two states' slots of each role combine (windows merged, shared sub-streams,
+sliding panes): counts and exact sums add, the non-finite sum adds as a float, the
+extremes keep the smaller or larger."""
+
+
+@dataclass(frozen=True)
+class AggregateEntry:
+    """One aggregate function over ``V.attr``, as the slot machinery sees it."""
+
+    func: AggFunc
+    roles: tuple[str, ...]
+    """The slots it reads, by role (``inf`` only where the attribute is floating)."""
+    exact: frozenset[str]
+    """The roles it reads as exact numbers; the others only as a ratio's parts or tested
+    for zero (:attr:`Layout.ratio_only`: the compiled kernels may keep those in doubles)."""
+    finish: Callable[[AggFunc, dict[str, Any], int], Any]
+    """Its exact value from its slots' values (by role) and the attribute's scale
+    (:class:`AttributeValues`); None for NULL."""
+    kernels: bool = True
+    """Whether the compiled kernels evaluate it; else a query using it runs on the Python
+    executors, exactly, with a :class:`~cogra.errors.CograPerformanceWarning`
+    (:func:`cogra.analysis.kernel_reach.python_only_parts` names it)."""
+
+
+def _finish_sum(func: AggFunc, v: dict[str, Any], scale: int) -> Any:
+    if v["nn"] == 0:
+        return None
+    special = v.get("inf", 0.0)
+    if special != 0.0:  # a non-finite input dominates: inf, -inf or nan
+        return special
+    total = Fraction(v["sum"], scale)
+    return total if func is AggFunc.SUM else total / v["nn"]
+
+
+def _finish_spread(func: AggFunc, v: dict[str, Any], scale: int) -> Any:
+    return spread.finish(func.value, v["nn"], v["sum"], v["sq"], scale, v.get("inf", 0.0))
+
+
+def _extreme(func: AggFunc, v: dict[str, Any], scale: int) -> Any:
+    return v[func.value.lower()]
+
+
+ENTRIES: dict[AggFunc, AggregateEntry] = {e.func: e for e in (
+    AggregateEntry(AggFunc.MIN, ("min",), frozenset({"min"}), _extreme),
+    AggregateEntry(AggFunc.MAX, ("max",), frozenset({"max"}), _extreme),
+    AggregateEntry(AggFunc.SUM, ("sum", "inf", "nn"), frozenset({"sum"}), _finish_sum),
+    AggregateEntry(AggFunc.AVG, ("sum", "inf", "nn"), frozenset(), _finish_sum),
+    *(AggregateEntry(f, ("sum", "sq", "inf", "nn"), frozenset({"sum", "sq", "nn"}), _finish_spread,
+                     kernels=False)
+      for f in (AggFunc.VAR_POP, AggFunc.VAR_SAMP, AggFunc.STDDEV_POP, AggFunc.STDDEV_SAMP)),
+)}
+"""Every aggregate over an attribute (``COUNT(*)`` and ``COUNT(V)`` are a slot each:
+``count`` and ``cnt V``)."""
 
 
 @dataclass(frozen=True)
@@ -73,6 +138,8 @@ class Layout:
             return index[key]
 
         self.finals: list[tuple] = []  # per RETURN item, how to read it from a state
+        self.entries: list[tuple[int, AggregateEntry, dict[str, int], str]] = []
+        """Per aggregate over an attribute: its RETURN position, entry, slots by role, attribute."""
         for item in query.returns:
             agg = item.value
             if isinstance(agg, AttrRef):
@@ -85,15 +152,18 @@ class Layout:
             v = agg.variable
             if agg.attribute is None:
                 self.finals.append(("slot", slot(ADD, "cnt", v, None)))
-            elif agg.func in (AggFunc.SUM, AggFunc.AVG):
-                is_float = pa.types.is_floating(schema.field(agg.attribute).type)
-                s = slot(ADD, "sum", v, agg.attribute)
-                inf = slot(FADD, "inf", v, agg.attribute) if is_float else None
-                nn = slot(ADD, "nn", v, agg.attribute)
-                self.finals.append((agg.func.value, s, inf, nn, agg.attribute))
+                continue
+            entry = ENTRIES[agg.func]
+            is_float = pa.types.is_floating(schema.field(agg.attribute).type)
+            at = {role: slot(ROLE_KINDS[role], role, v, agg.attribute)
+                  for role in entry.roles if role != "inf" or is_float}
+            self.entries.append((len(self.finals), entry, at, agg.attribute))
+            if agg.func in (AggFunc.SUM, AggFunc.AVG):  # (the shape the compiled finish reads)
+                self.finals.append((agg.func.value, at["sum"], at.get("inf"), at["nn"], agg.attribute))
+            elif agg.func in (AggFunc.MIN, AggFunc.MAX):
+                self.finals.append(("slot", at[agg.func.value.lower()]))
             else:
-                kind = MIN if agg.func is AggFunc.MIN else MAX
-                self.finals.append(("slot", slot(kind, kind, v, agg.attribute)))
+                self.finals.append(("entry", entry.func, at, agg.attribute))
         self.slots = tuple(slots)
         self.kinds = tuple(s.kind for s in slots)
         self.per_var: tuple[tuple[tuple[int, str, str | None], ...], ...] = tuple(
@@ -116,9 +186,19 @@ class Layout:
         (:func:`cogra.runtime.compiled.channels.channel_layout`; sums only over values that are
         never negative, ``KernelDriver._approximate_slots``); the Python executors ignore
         this."""
-        exact = {f[1] for f in self.finals if f[0] in ("slot", "SUM")}
+        exact = {f[1] for f in self.finals if f[0] == "slot"}
+        exact |= {at[role] for _, entry, at, _ in self.entries for role in entry.exact if role in at}
         return frozenset(i for i, s in enumerate(self.slots)
-                         if s.kind == ADD and s.role in ("count", "cnt", "nn", "sum") and i not in exact)
+                         if s.kind == ADD and s.role in ("count", "cnt", "nn", "sum", "sq") and i not in exact)
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled kernels evaluate every aggregate (:attr:`AggregateEntry.kernels`)."""
+        return not self.not_compiled()
+
+    def not_compiled(self) -> list[str]:
+        """The functions the compiled kernels do not evaluate, by name."""
+        return sorted({entry.func.value for _, entry, _, _ in self.entries if not entry.kernels})
 
     # -- vector algebra --------------------------------------------------------
     def zero(self) -> list:
@@ -154,11 +234,13 @@ class Layout:
             if role == "cnt":
                 vec[i] += count
                 continue
-            x = values.exact[attr][row] if role == "sum" else values.raw[attr][row]
+            x = values.exact[attr][row] if role == "sum" or role == "sq" else values.raw[attr][row]
             if x is None:
                 continue
             if role == "sum":
                 vec[i] += x * count
+            elif role == "sq":
+                vec[i] += x * x * count
             elif role == "nn":
                 vec[i] += count
             elif role == "inf":
@@ -181,17 +263,9 @@ class Layout:
             elif f[0] == "slot":
                 out.append(state[f[1]])
             else:
-                func, s, inf, nn, attr = f
-                n = state[nn]
-                if n == 0:
-                    out.append(None)
-                    continue
-                special = state[inf] if inf is not None else 0.0
-                if special != 0.0:  # a non-finite input dominates: inf, -inf or nan
-                    out.append(special)
-                    continue
-                total = Fraction(state[s], scales[attr])
-                out.append(total if func == "SUM" else total / n)
+                out.append(None)  # (an aggregate over an attribute: below)
+        for position, entry, at, attr in self.entries:
+            out[position] = entry.finish(entry.func, {role: state[i] for role, i in at.items()}, scales[attr])
         return tuple(out)
 
 
@@ -236,4 +310,5 @@ class AttributeValues:
         """Whether every finite ``x * k`` is below 2**62 (then float arithmetic is exact)."""
         x = pc.drop_null(col).to_numpy(zero_copy_only=False)
         x = x[np.isfinite(x)]
-        return x.size == 0 or float(np.abs(x).max()) * k < 2.0**62
+        # (exactly: a scale that reaches tiny values is past the double range itself)
+        return x.size == 0 or Fraction(float(np.abs(x).max())) * k < 2**62

@@ -10,6 +10,7 @@ cannot prove exact comes back :data:`UNDECIDED` and is re-run in Python.
 
 from __future__ import annotations
 
+import math
 from functools import cached_property
 from typing import Any, Callable, NamedTuple
 
@@ -71,6 +72,15 @@ class PairArrays(NamedTuple):
     ranks: tuple
 
 
+def times_scale(x: float, scale: int) -> float:
+    """``x * scale`` as a double, inf past the double range: a float attribute whose values
+    reach 1e-300 has a scale past it itself (``x * scale`` then raised OverflowError)."""
+    try:
+        return x * scale
+    except OverflowError:
+        return math.inf if x else 0.0
+
+
 class KernelDriver:
     UNDECIDED = UNDECIDED
 
@@ -89,6 +99,9 @@ class KernelDriver:
         executor = engine.plan.executor
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
+        if not engine.layout.compiled:
+            raise Unsupported(f"{', '.join(engine.layout.not_compiled())} run on the exact Python executors "
+                              "(the kernels keep no sums of squares)")
         self.nv = len(b.automaton.names)
         self.mode = MODES[executor]
         never_negative = self._never_negative_sums(engine, streaming)
@@ -271,10 +284,10 @@ class KernelDriver:
                 continue  # summed in double (channels.channel_layout)
             if streaming:
                 split.add(attr)
-            widest = engine.stats_of(attr).largest * engine.scales[attr]
+            widest = times_scale(engine.stats_of(attr).largest, engine.scales[attr])
             # One limb leaves 2**63 / widest for the trend counts that multiply each value;
             # past 2**31 two limbs keep sums exact up to about 2**94.
-            if widest >= 2.0**93:
+            if widest >= 2.0**93 or engine.scales[attr] >= 2**1023:  # (a scale past doubles: tiny values)
                 if streaming:
                     raise Unsupported(f"values of {attr} span more than 2**93 (exact float sums)")
                 inexact.add(attr)
@@ -380,7 +393,7 @@ class KernelDriver:
                     if want_flt or want_int or want_key:
                         # One compiled pass: the doubles, the scaled integers (exact: a power
                         # of two; below 2**62, or the sum is inexact) and the order keys.
-                        float_columns(flts, float(self.engine.scales[attr]), want_flt, want_int, want_key,
+                        float_columns(flts, times_scale(1.0, self.engine.scales[attr]), want_flt, want_int, want_key,
                                       full("a_flt")[j] if want_flt else _SPARE_F,
                                       full("a_int")[j] if want_int else _SPARE_I,
                                       full("a_key")[j] if want_key else _SPARE_I)
@@ -582,13 +595,13 @@ class KernelDriver:
                 if attr in self.inexact:
                     biggest = max(biggest, stats.largest)
                 elif attr in self.exact_sums:  # (else a_int is all 0)
-                    biggest = max(biggest, stats.largest * self.engine.scales[attr])
+                    biggest = max(biggest, times_scale(stats.largest, self.engine.scales[attr]))
                 continue
             if not self.table_rows:  # (the rows loaded are a chunk's: read the table's column)
                 col = self.engine.table.column(attr.removesuffix(SPLIT_SUFFIX))
                 largest = pc.max(pc.abs(col.cast(pa.float64()))).as_py() or 0.0
                 scale = self.engine.scales.get(attr.removesuffix(SPLIT_SUFFIX), 1) if attr in self.split else 1
-                biggest = max(biggest, largest * scale)
+                biggest = max(biggest, times_scale(largest, scale))
                 continue
             # Exact sums accumulate the scaled integers (a_int), inexact ones the doubles.
             source = self.a_flt[j] if attr in self.inexact else self.a_int[j]
