@@ -28,12 +28,16 @@ from cogra.runtime.output import ON_OVERFLOW
 @with_recursion_room
 def explain(query: str | Query, schema: pa.Schema | None = None, *,
             type_column: str | None = None, time_column: str = "time") -> str:
-    """A readable plan: automaton, predicate classes, granularity per variable and why.
+    """A readable plan: automaton, predicate classes, granularity per variable and why,
+    then the physical plan (:mod:`cogra.runtime.physical`: the window runs, the slots).
 
     Without a schema, every attribute the query names is assumed to exist (bare
     identifiers in WHERE are then string literals).
     """
-    return plan(query, schema, type_column=type_column, time_column=time_column).explain()
+    from cogra.runtime.physical import physical_plan
+
+    p = plan(query, schema, type_column=type_column, time_column=time_column)
+    return "\n".join([p.explain(), "", *physical_plan(p).lines()])
 
 
 @with_recursion_room

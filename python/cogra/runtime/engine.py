@@ -41,6 +41,7 @@ from cogra.runtime.aggregates import AttributeValues, Layout
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table, check_window_range
 from cogra.runtime.compiled.event_types import type_codes
+from cogra.runtime.physical import PhysicalPlan, WindowRun, physical_plan
 from cogra.runtime.compiled.time_order import ascending
 from cogra.runtime.compiled.substream_split import combination_rows, play_bits, whole_table_rows
 from cogra.runtime.windows import WindowSpec, enumerate_windows, is_integral
@@ -704,9 +705,10 @@ class Engine:
         from cogra.runtime.compiled.windows import chunked
 
         # -- one window over the whole table, chunk of rows after chunk (None: does not apply)
-        table = chunked.result_table(self, on_overflow=on_overflow, metadata=metadata)
-        if table is not None:
-            return table
+        if self.physical.windows.offers(WindowRun.CHUNKS):
+            table = chunked.result_table(self, on_overflow=on_overflow, metadata=metadata)
+            if table is not None:
+                return table
         subs = self.substreams()
         driver = self._kernel_driver(subs)
         blocks = self._window_blocks(subs, driver)
@@ -767,9 +769,10 @@ class Engine:
             # shared-rows runs combine windows' work, which the cut-offs tell apart).
             out = driver.run_raw(subs, wins.lo, wins.hi, cuts)
             return out if rows_may_be_shared else out.per_window()
-        if wins.start is not None:
+        shared = self.physical.windows
+        if wins.start is not None and (shared.offers(WindowRun.SHARED_PANES) or shared.offers(WindowRun.SHARED_LANES)):
             # -- sliding-window hook (cogra.runtime.compiled.windows.sliding): windows share their panes'
-            # work when the query slides; None means it does not apply.
+            # work when the query slides; None means the data does not repay it.
             from cogra.runtime.compiled.windows import sliding
 
             out = sliding.run_raw(driver, self, subs, wins.seg, wins.start, wins.lo, wins.hi)
@@ -834,6 +837,11 @@ class Engine:
             if i >= 0:
                 values[i] = g
         return ResultRow(window, tuple(values), group)
+
+    @property
+    def physical(self) -> PhysicalPlan:
+        """The query's physical plan (:mod:`cogra.runtime.physical`): the window runs it may take."""
+        return physical_plan(self.plan)
 
     @cached_property
     def scales(self) -> dict[str, int]:

@@ -51,30 +51,20 @@ class _OnePass(Exception):
 
 
 def applies(engine: Any) -> bool:
-    """Whether ``engine``'s query runs here: compiled, one window (no WITHIN) over the
-    whole table (no keys), at least :data:`MIN_ROWS` rows, no negation (blockers and
-    absence cut-offs read the whole table), integer times, no kept variable (the
-    mixed-grained kernels), and MIN/MAX over numbers only (string ranks would differ per
-    chunk)."""
-    b = engine.bound
-    if (engine.use_compiled is False or engine.n < MIN_ROWS or engine.windows.size is not None
-            or b.plain_keys or b.keyed_states or not b.automaton.names or b.negations
-            or b.leading is not None or b.trailing is not None or b.kept_variables
-            or engine.idle_events_matter or engine.time_np.dtype.kind != "i"):
-        return False
-    schema = engine.table.schema
-    for attr in engine.layout.attributes:
-        t = schema.field(attr).type
-        if pa.types.is_dictionary(t):
-            t = t.value_type
-        if pa.types.is_string(t) or pa.types.is_large_string(t):
-            return False
-    return True
+    """Whether ``engine``'s table runs here, its query's physical plan offering chunks
+    (:mod:`cogra.runtime.physical`, which the engine asks first: compiled, one window over
+    the whole table -- no WITHIN, no keys --, no negation, whose blockers and absence
+    cut-offs read the whole table, no kept events, MIN/MAX over numbers only, as string
+    ranks would differ per chunk): at least :data:`MIN_ROWS` rows, integer times, and the
+    kernels not turned off for the call."""
+    return not (engine.use_compiled is False or engine.n < MIN_ROWS or engine.idle_events_matter
+                or engine.time_np.dtype.kind != "i")
 
 
 def result_table(engine: Any, *, on_overflow: str, metadata: dict | None) -> pa.Table | None:
-    """The query's result through the chunks, or None where it does not apply
-    (:func:`applies`) or the one-pass route must answer (see the module docstring)."""
+    """The query's result through the chunks, or None where the table does not apply
+    (:func:`applies`) or the one-pass route must answer (see the module docstring).  Only
+    for a query whose physical plan offers chunks."""
     if not applies(engine):
         return None
     from cogra.runtime.compiled.kernel_driver import KernelDriver, Unsupported

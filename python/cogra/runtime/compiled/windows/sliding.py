@@ -80,7 +80,8 @@ def run_raw(driver: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndar
             lo: np.ndarray, hi: np.ndarray) -> KernelOut | None:
     """The channels of every window (as :meth:`KernelDriver.run_raw`), or None if not applicable.
 
-    ``start`` holds each window's start (integral windows).
+    ``start`` holds each window's start (integral windows).  Only for a query whose
+    physical plan offers a shared run (:mod:`cogra.runtime.physical`).
     """
     if driver.kept:
         return _run_mixed(driver, engine, subs, seg, start, lo, hi)
