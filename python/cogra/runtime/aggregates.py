@@ -103,6 +103,18 @@ ENTRIES: dict[AggFunc, AggregateEntry] = {e.func: e for e in (
 
 
 @dataclass(frozen=True)
+class ItemSlots:
+    """A RETURN item that aggregates an attribute, and where its entry's slots are."""
+
+    position: int
+    """Its position among the RETURN items."""
+    entry: AggregateEntry
+    slots: dict[str, int]
+    """Its slots' indices in the state vector, by role."""
+    attribute: str
+
+
+@dataclass(frozen=True)
 class Slot:
     kind: str  # ADD | FADD | MIN | MAX
     role: str  # count | cnt | sum | inf | nn | min | max
@@ -138,8 +150,8 @@ class Layout:
             return index[key]
 
         self.finals: list[tuple] = []  # per RETURN item, how to read it from a state
-        self.entries: list[tuple[int, AggregateEntry, dict[str, int], str]] = []
-        """Per aggregate over an attribute: its RETURN position, entry, slots by role, attribute."""
+        self.items: list[ItemSlots] = []
+        """The RETURN items that aggregate an attribute."""
         for item in query.returns:
             agg = item.value
             if isinstance(agg, AttrRef):
@@ -157,7 +169,7 @@ class Layout:
             is_float = pa.types.is_floating(schema.field(agg.attribute).type)
             at = {role: slot(ROLE_KINDS[role], role, v, agg.attribute)
                   for role in entry.roles if role != "inf" or is_float}
-            self.entries.append((len(self.finals), entry, at, agg.attribute))
+            self.items.append(ItemSlots(len(self.finals), entry, at, agg.attribute))
             if agg.func in (AggFunc.SUM, AggFunc.AVG):  # (the shape the compiled finish reads)
                 self.finals.append((agg.func.value, at["sum"], at.get("inf"), at["nn"], agg.attribute))
             elif agg.func in (AggFunc.MIN, AggFunc.MAX):
@@ -187,7 +199,7 @@ class Layout:
         never negative, ``KernelDriver._approximate_slots``); the Python executors ignore
         this."""
         exact = {f[1] for f in self.finals if f[0] == "slot"}
-        exact |= {at[role] for _, entry, at, _ in self.entries for role in entry.exact if role in at}
+        exact |= {item.slots[role] for item in self.items for role in item.entry.exact if role in item.slots}
         return frozenset(i for i, s in enumerate(self.slots)
                          if s.kind == ADD and s.role in ("count", "cnt", "nn", "sum", "sq") and i not in exact)
 
@@ -198,7 +210,7 @@ class Layout:
 
     def not_compiled(self) -> list[str]:
         """The functions the compiled kernels do not evaluate, by name."""
-        return sorted({entry.func.value for _, entry, _, _ in self.entries if not entry.kernels})
+        return sorted({item.entry.func.value for item in self.items if not item.entry.kernels})
 
     # -- vector algebra --------------------------------------------------------
     def zero(self) -> list:
@@ -264,8 +276,10 @@ class Layout:
                 out.append(state[f[1]])
             else:
                 out.append(None)  # (an aggregate over an attribute: below)
-        for position, entry, at, attr in self.entries:
-            out[position] = entry.finish(entry.func, {role: state[i] for role, i in at.items()}, scales[attr])
+        for item in self.items:
+            entry = item.entry
+            out[item.position] = entry.finish(entry.func, {role: state[i] for role, i in item.slots.items()},
+                                              scales[item.attribute])
         return tuple(out)
 
 
