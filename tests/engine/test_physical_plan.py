@@ -22,7 +22,7 @@ def _table(n: int, seed: int = 0) -> pa.Table:
 
 
 def _runs(query: str, schema: pa.Schema) -> list[WindowRun]:
-    return [run for run, _ in physical_plan(cogra.plan(query, schema)).windows.runs]
+    return [choice.run for choice in physical_plan(cogra.plan(query, schema)).windows.runs]
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def test_one_window_over_a_large_table_runs_in_chunks(spies) -> None:
 def test_what_the_plan_rules_out_the_engine_does_not_run(spies, query: str, why: str) -> None:
     table = _table(chunked.MIN_ROWS + 10_000)
     strategy = physical_plan(cogra.plan(query, table.schema)).windows
-    assert [r for r, _ in strategy.runs] == [WindowRun.ONE_PASS] and strategy.why_no_sharing.startswith(why)
+    assert [choice.run for choice in strategy.runs] == [WindowRun.ONE_PASS] and strategy.why_no_sharing.startswith(why)
     _same_as_python(query, table)
     assert spies["chunks"] == 0
 
@@ -99,7 +99,7 @@ def test_kept_events_under_any_share_lanes_and_min_max_there_do_not(spies) -> No
     assert spies["lanes"] > 0
     each = lanes.replace("SUM(A.x)", "MIN(A.x)")
     strategy = physical_plan(cogra.plan(each, table.schema)).windows
-    assert [r for r, _ in strategy.runs] == [WindowRun.EACH_WINDOW] and "MIN/MAX" in strategy.why_no_sharing
+    assert [choice.run for choice in strategy.runs] == [WindowRun.EACH_WINDOW] and "MIN/MAX" in strategy.why_no_sharing
     spies["lanes"] = 0
     _same_as_python(each, table)
     assert spies["lanes"] == 0
@@ -110,7 +110,7 @@ def test_absence_evaluates_each_window_on_its_own(spies) -> None:
     query = ("RETURN g, COUNT(*) PATTERN SEQ(A+, B, NOT X) SEMANTICS next WHERE [g] GROUP-BY g "
              "WITHIN 800 seconds SLIDE 100 seconds")
     strategy = physical_plan(cogra.plan(query, table.schema)).windows
-    assert [r for r, _ in strategy.runs] == [WindowRun.EACH_WINDOW] and "absence" in strategy.why_no_sharing
+    assert [choice.run for choice in strategy.runs] == [WindowRun.EACH_WINDOW] and "absence" in strategy.why_no_sharing
     _same_as_python(query, table)
     assert spies["panes"] == 0
 

@@ -7,10 +7,9 @@ run (one pass or chunks of rows; each window on its own, or panes or lanes share
 sliding windows), and the aggregates' slots.
 What depends on the data -- a table's size, the events per window, the memory a shared
 run needs -- is stated as the threshold the engine applies.  ``cogra.explain`` prints it
-(:meth:`PhysicalPlan.lines`); the engine
-reads :attr:`PhysicalPlan.windows` where it chooses a window run
-(:mod:`cogra.runtime.compiled.windows.chunked`, :mod:`cogra.runtime.compiled.windows.sliding`),
-which then check only the data.
+(:meth:`PhysicalPlan.lines`); the engine reads :attr:`PhysicalPlan.windows` where it
+chooses a window run (:mod:`cogra.runtime.compiled.windows.chunked`,
+:mod:`cogra.runtime.compiled.windows.sliding`), which then check only the data.
 """
 
 from __future__ import annotations
@@ -39,18 +38,26 @@ class WindowRun(Enum):
 
 
 @dataclass(frozen=True)
+class RunChoice:
+    """A window run the engine may take, and when (its module's threshold, in words)."""
+
+    run: WindowRun
+    when: str = ""
+
+
+@dataclass(frozen=True)
 class WindowStrategy:
-    """The windows and the runs that evaluate them, each with when it applies (the
-    first that applies runs)."""
+    """The windows and the runs that evaluate them, in order: the first whose threshold
+    the data meets runs."""
 
     windows: str
-    runs: tuple[tuple[WindowRun, str], ...]
+    runs: tuple[RunChoice, ...]
     why_no_sharing: str | None = None
     """Why no chunks or shared run applies, where none does."""
 
     def offers(self, run: WindowRun) -> bool:
         """Whether ``run`` may evaluate the windows (its data threshold permitting)."""
-        return any(r is run for r, _ in self.runs)
+        return any(choice.run is run for choice in self.runs)
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class SlotLine:
 
 @dataclass(frozen=True)
 class PhysicalPlan:
+    """What evaluates one bound query (see the module docstring)."""
+
     executor: Executor
     python_only: tuple[str, ...]
     """Why the query runs on the Python executors (empty: the compiled kernels run it;
@@ -86,10 +95,10 @@ class PhysicalPlan:
     def lines(self) -> list[str]:
         """The plan as ``cogra.explain`` prints it."""
         out = ["physical plan", f"  windows        {self.windows.windows}"]
-        for i, (run, when) in enumerate(self.windows.runs):
-            out.append(f"  {'runs' if i == 0 else 'else':<14} {run.value}")
-            if when:
-                out.append(f"  {'':<14}   {when}")
+        for i, choice in enumerate(self.windows.runs):
+            out.append(f"  {'runs' if i == 0 else 'else':<14} {choice.run.value}")
+            if choice.when:
+                out.append(f"  {'':<14}   {choice.when}")
         if self.windows.why_no_sharing:
             out.append(f"  {'':<14} (no chunks or shared run: {self.windows.why_no_sharing})")
         out.append("  slots          " + self.slots[0].text())
@@ -121,38 +130,38 @@ def _windows(plan: Plan, layout: Layout, compiled: bool) -> WindowStrategy:
     b = plan.bound
     q = b.query
     if not compiled:
-        return WindowStrategy(_describe(q), ((WindowRun.PYTHON, ""),))
+        return WindowStrategy(_describe(q), (RunChoice(WindowRun.PYTHON),))
     if q.window is None:
         why = _no_chunks(plan, layout)
         if why is None:
             return WindowStrategy(_describe(q), (
-                (WindowRun.CHUNKS, "from chunked.MIN_ROWS rows, CHUNK_ROWS at a time"),
-                (WindowRun.ONE_PASS, "")))
-        return WindowStrategy(_describe(q), ((WindowRun.ONE_PASS, ""),), why)
+                RunChoice(WindowRun.CHUNKS, "from chunked.MIN_ROWS rows, CHUNK_ROWS at a time"),
+                RunChoice(WindowRun.ONE_PASS)))
+        return WindowStrategy(_describe(q), (RunChoice(WindowRun.ONE_PASS),), why)
     spec = WindowSpec.of(q.window, b.time_type)
     # (Tumbling windows are one pane each: below sliding.MIN_PANES_PER_WINDOW, the shared
     # runs leave them to the per-window kernel; tests lower it to run them on one pane.)
     why = _no_shared_panes(plan, layout, spec)
     if why is not None:
-        return WindowStrategy(_describe(q), ((WindowRun.EACH_WINDOW, ""),), why)
-    panes = (WindowRun.SHARED_PANES, "from sliding.MIN_PANES_PER_WINDOW panes and MIN_EVENTS_PER_WINDOW "
+        return WindowStrategy(_describe(q), (RunChoice(WindowRun.EACH_WINDOW),), why)
+    panes = RunChoice(WindowRun.SHARED_PANES, "from sliding.MIN_PANES_PER_WINDOW panes and MIN_EVENTS_PER_WINDOW "
              "events per window")
     if not _kept(b):
-        return WindowStrategy(_describe(q), (panes, (WindowRun.EACH_WINDOW, "")))
+        return WindowStrategy(_describe(q), (panes, RunChoice(WindowRun.EACH_WINDOW)))
     if plan.executor is Executor.MIXED_GRAINED:
         if any(s.role in ("min", "max") for s in layout.slots):
-            return WindowStrategy(_describe(q), ((WindowRun.EACH_WINDOW, ""),),
+            return WindowStrategy(_describe(q), (RunChoice(WindowRun.EACH_WINDOW),),
                                   "MIN/MAX over kept events (the lanes keep sums and counts)")
         return WindowStrategy(_describe(q), (
-            (WindowRun.SHARED_LANES, "from sliding.MIN_PANES_PER_WINDOW panes per window; in groups of "
+            RunChoice(WindowRun.SHARED_LANES, "from sliding.MIN_PANES_PER_WINDOW panes per window; in groups of "
              "GROUP_LANES windows past RING_MAX_BYTES"),
-            (WindowRun.EACH_WINDOW, "where a sub-stream's windows are not in walk order")))
+            RunChoice(WindowRun.EACH_WINDOW, "where a sub-stream's windows are not in walk order")))
     if plan.executor is Executor.CONTIGUOUS and not checks_past_the_word(b):
         return WindowStrategy(_describe(q), (
-            (WindowRun.SHARED_PANES, "where the sub-streams fold the kept events away (contiguous), from "
+            RunChoice(WindowRun.SHARED_PANES, "where the sub-streams fold the kept events away (contiguous), from "
              "sliding.MIN_PANES_PER_WINDOW panes and MIN_EVENTS_PER_WINDOW events per window"),
-            (WindowRun.EACH_WINDOW, "")))
-    return WindowStrategy(_describe(q), ((WindowRun.EACH_WINDOW, ""),), "kept events under next")
+            RunChoice(WindowRun.EACH_WINDOW)))
+    return WindowStrategy(_describe(q), (RunChoice(WindowRun.EACH_WINDOW),), "kept events under next")
 
 
 def _describe(q) -> str:
@@ -209,4 +218,4 @@ def _kept(b) -> bool:
     return bool(b.kept_variables or checks_past_the_word(b))
 
 
-__all__ = ["PhysicalPlan", "SlotLine", "WindowRun", "WindowStrategy", "physical_plan"]
+__all__ = ["PhysicalPlan", "RunChoice", "SlotLine", "WindowRun", "WindowStrategy", "physical_plan"]
