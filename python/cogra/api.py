@@ -54,8 +54,9 @@ def evaluate(
     """Evaluate a COGRA query over ``events`` (a pyarrow.Table or anything pa.table accepts).
 
     ``compiled``: None (default) uses the compiled kernels wherever they apply and the
-    exact Python executors elsewhere; False forces the Python executors; True fails if
-    the kernels do not apply.  All three give the same results.
+    exact Python executors elsewhere; False forces the Python executors; True raises a
+    :class:`~cogra.errors.CograError` naming why where the kernels do not apply.  All
+    three give the same results.
 
     ``max_windows_per_event``: a query whose WITHIN / SLIDE put an event in more windows
     is refused (:class:`~cogra.errors.DataError`) before any work: one event under

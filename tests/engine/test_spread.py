@@ -150,7 +150,8 @@ def test_the_compiled_kernels_leave_spreads_to_the_python_executors() -> None:
     table = _subsets_table([1.0, 2.0, 4.0])
     with pytest.warns(cogra.CograPerformanceWarning, match="VAR_POP run on the exact Python executors"):
         cogra.evaluate("RETURN VAR_POP(A.x) PATTERN SEQ(A+, B)", table)
-    with pytest.raises(Exception, match="VAR_POP run on the exact Python executors"):
+    with pytest.raises(cogra.CograError, match="compiled=True, but the compiled kernels do not evaluate this "
+                                               "query: VAR_POP run on the exact Python executors"):
         cogra.evaluate("RETURN VAR_POP(A.x) PATTERN SEQ(A+, B)", table, compiled=True)
     plan = cogra.explain("RETURN COUNT(*), STDDEV(A.x) PATTERN SEQ(A+, B)", table.schema)
     assert "STDDEV(A.x): no compiled kernel evaluates STDDEV_SAMP" in plan

@@ -32,7 +32,7 @@ from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.runtime.compiled.codes import PAIR_WORD_BITS, edge_bits
 from cogra.analysis.plan import Plan
-from cogra.errors import CograPerformanceWarning
+from cogra.errors import CograError, CograPerformanceWarning
 from cogra.language.ast import AttrRef
 from cogra.runtime.executors import mixed_grained
 from cogra.runtime.executors import pattern_grained
@@ -877,7 +877,8 @@ class Engine:
             return KernelDriver(self, subs=subs)
         except Unsupported as why:
             if self.use_compiled:
-                raise
+                raise CograError(f"compiled=True, but the compiled kernels do not evaluate this query: {why} "
+                                 "(compiled=None runs it on the Python executors, exactly)") from None
             self.stats["fast_unsupported"] = str(why)
             warnings.warn(f"MATCH_TREND evaluates this query on the Python executors (exact, 10-100x slower "
                           f"than the compiled kernels): {why}", CograPerformanceWarning, stacklevel=2)
