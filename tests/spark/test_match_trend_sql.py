@@ -162,14 +162,25 @@ SPREAD_QUERY = """RETURN sector, COUNT(*), AVG(A.price), VAR_POP(A.price), VARIA
 
 
 @pytest.mark.spark
-def test_spread_aggregates_equal_evaluate(spark):
+@pytest.mark.parametrize("route", ["auto", "chunked", "sliced", "streamed"])
+def test_spread_aggregates_equal_evaluate(spark, route):
     # VAR_*/STDDEV_* run on the Python executors in each task (the kernels keep no sums of
-    # squares): the same numbers as cogra.evaluate, to 1e-12, over the shim's partitions.
+    # squares): the same numbers as cogra.evaluate, to 1e-12, over the shim's partitions,
+    # on each worker route -- groups in chunks of 3,000 rows, sliced from 400 (a query
+    # the kernels cannot carry is never streamed: "streamed" takes the chunks).
     table = stock_table(20_000, seed=11)
     spark.createDataFrame(table).createOrReplaceTempView("stock_spread")
-    df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock_spread), {sql_literal(SPREAD_QUERY)})")
-    assert [f.dataType.simpleString() for f in df.schema.fields][3:7] == ["double"] * 4
-    got = actual(df)
+    settings = {udtf_routing.ROUTE_SETTING: route, udtf_routing.CHUNK_ROWS_SETTING: "3000",
+                udtf_routing.SLICE_ROWS_SETTING: "400"} if route != "auto" else {}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        df = spark.sql(f"SELECT * FROM MATCH_TREND(TABLE(stock_spread), {sql_literal(SPREAD_QUERY)})")
+        assert [f.dataType.simpleString() for f in df.schema.fields][3:7] == ["double"] * 4
+        got = actual(df)
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
     assert len(got) > 50 and got == expected(SPREAD_QUERY, table)
 
 

@@ -1,8 +1,8 @@
 """The streaming operator run the way it fails below the driver: Python workers killed
 mid-batch (their tasks retried by Spark), and a long run whose memory must stay flat.
 
-* A driver on ``local[2,4]`` (each task may fail three times) streams two queries -- one
-  held, one carried -- over files arriving one per micro-batch; the test kills the Python
+* A driver on ``local[2,4]`` (each task may fail three times) streams three queries -- two
+  held (one with VAR_POP and STDDEV), one carried -- over files arriving one per micro-batch; the test kills the Python
   workers' processes whenever a micro-batch is running.  Spark retries the failed tasks
   from the state store's last committed version; every closed window must equal batch, and
   the application's stages must show the failed and retried tasks.
@@ -32,6 +32,10 @@ from tests.spark.stream_files import OrderedFiles  # noqa: E402
 from tests.spark.test_streaming import CARRIED, DELAY, MIXED, closed_rows, events  # noqa: E402
 
 pytestmark = pytest.mark.spark
+
+# The spreads (held: the kernels carry no sums of squares) through the same failures.
+SPREAD = ("RETURN sector, COUNT(*), VAR_POP(A.price), STDDEV(B.volume) PATTERN SEQ(Stock A+, Stock B) "
+          "WHERE [company] GROUP-BY sector WITHIN 10 seconds SLIDE 5 seconds")
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -115,7 +119,7 @@ def test_killed_python_workers_and_their_retried_tasks_equal_batch(tmp_path):
     parts = [table.slice(i, 375) for i in range(0, table.num_rows, 375)]
     (tmp_path / "in").mkdir()
     pq.write_table(table.slice(0, 1), tmp_path / "schema.parquet")
-    queries = [MIXED, CARRIED]
+    queries = [MIXED, CARRIED, SPREAD]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), str(ROOT)]),
            "PYSPARK_PYTHON": sys.executable, "COGRA_GENERATED_KERNELS": "0", "COGRA_BACKGROUND_COMPILE": "0"}
     proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path), json.dumps(queries)],

@@ -102,13 +102,14 @@ def windowed(text: str, rng: random.Random) -> str:
     return text + f"\nWITHIN {size} seconds" + (f" SLIDE {slide} seconds" if slide != size else "")
 
 
-def draw_cases(drivers: int, kills: int, random_seed: int) -> list[RecoveryCase]:
+def draw_cases(drivers: int, kills: int, random_seed: int, spreads: bool = False) -> list[RecoveryCase]:
+    """``spreads``: every query holds a VAR_*/STDDEV_* aggregate (held streams)."""
     texts: list[str] = []
 
     @seed(random_seed)
     @settings(max_examples=drivers * STREAMS_PER_DRIVER, database=None, deadline=None,
               phases=[Phase.generate], suppress_health_check=list(HealthCheck))
-    @given(queries())
+    @given(queries(spreads=spreads))
     def collect(q) -> None:
         texts.append(q.text)
 
@@ -200,7 +201,8 @@ def run_case(spark, case: RecoveryCase, root: Path) -> None:
                                       f"query:\n{query}\n" + "\n".join(log))
 
 
-@pytest.mark.parametrize("case", draw_cases(1, 1, 46), ids=lambda c: f"{c.operator}-seed{c.seed}")
+@pytest.mark.parametrize("case", draw_cases(1, 1, 46) + draw_cases(1, 1, 47, spreads=True),
+                         ids=lambda c: f"{c.operator}-seed{c.seed}")
 def test_killed_and_restarted_streams_equal_batch(spark, tmp_path, case):
     run_case(spark, case, tmp_path)
 
