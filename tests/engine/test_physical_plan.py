@@ -25,6 +25,13 @@ def _runs(query: str, schema: pa.Schema) -> list[WindowRun]:
     return [choice.run for choice in physical_plan(cogra.plan(query, schema)).windows.runs]
 
 
+def _sole_run(query: str, schema: pa.Schema, run: WindowRun) -> str:
+    """Asserts the plan offers ``run`` alone; returns why no chunks or shared run apply."""
+    strategy = physical_plan(cogra.plan(query, schema)).windows
+    assert [choice.run for choice in strategy.runs] == [run]
+    return strategy.why_no_sharing
+
+
 @pytest.fixture
 def spies(monkeypatch) -> dict:
     """Which window runs the engine took during a call."""
@@ -51,7 +58,7 @@ def spies(monkeypatch) -> dict:
     return took
 
 
-def _same_as_python(query: str, table: pa.Table) -> pa.Table:
+def _evaluate(query: str, table: pa.Table) -> pa.Table:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", cogra.CograPerformanceWarning)
         got = cogra.evaluate(query, table, on_overflow="null")
@@ -62,9 +69,9 @@ def test_one_window_over_a_large_table_runs_in_chunks(spies) -> None:
     table = _table(chunked.MIN_ROWS + 10_000)
     query = "RETURN COUNT(*), AVG(A.x) PATTERN SEQ(A+, B) SEMANTICS next"
     assert _runs(query, table.schema) == [WindowRun.CHUNKS, WindowRun.ONE_PASS]
-    got = _same_as_python(query, table)
+    got = _evaluate(query, table)
     assert spies["chunks"] == 1
-    assert_same_result(got, cogra.evaluate(query, table.slice(0), compiled=False, on_overflow="null"))
+    assert_same_result(got, cogra.evaluate(query, table, compiled=False, on_overflow="null"))
 
 
 @pytest.mark.parametrize(("query", "why"), [
@@ -74,9 +81,8 @@ def test_one_window_over_a_large_table_runs_in_chunks(spies) -> None:
 ])
 def test_what_the_plan_rules_out_the_engine_does_not_run(spies, query: str, why: str) -> None:
     table = _table(chunked.MIN_ROWS + 10_000)
-    strategy = physical_plan(cogra.plan(query, table.schema)).windows
-    assert [choice.run for choice in strategy.runs] == [WindowRun.ONE_PASS] and strategy.why_no_sharing.startswith(why)
-    _same_as_python(query, table)
+    assert _sole_run(query, table.schema, WindowRun.ONE_PASS).startswith(why)
+    _evaluate(query, table)
     assert spies["chunks"] == 0
 
 
@@ -85,7 +91,7 @@ def test_sliding_windows_share_panes_where_the_plan_offers_them(spies) -> None:
     query = ("RETURN g, COUNT(*), SUM(A.x) PATTERN SEQ(A+, B) SEMANTICS next WHERE [g] GROUP-BY g "
              "WITHIN 800 seconds SLIDE 100 seconds")
     assert _runs(query, table.schema) == [WindowRun.SHARED_PANES, WindowRun.EACH_WINDOW]
-    got = _same_as_python(query, table)
+    got = _evaluate(query, table)
     assert spies["panes"] > 0
     assert_same_result(got, cogra.evaluate(query, table, compiled=False, on_overflow="null"))
 
@@ -95,13 +101,12 @@ def test_kept_events_under_any_share_lanes_and_min_max_there_do_not(spies) -> No
     lanes = ("RETURN g, COUNT(*), SUM(A.x) PATTERN SEQ(A+, B) WHERE [g] AND A.x < NEXT(A).x GROUP-BY g "
              "WITHIN 800 seconds SLIDE 100 seconds")
     assert _runs(lanes, table.schema)[0] is WindowRun.SHARED_LANES
-    _same_as_python(lanes, table)
+    _evaluate(lanes, table)
     assert spies["lanes"] > 0
     each = lanes.replace("SUM(A.x)", "MIN(A.x)")
-    strategy = physical_plan(cogra.plan(each, table.schema)).windows
-    assert [choice.run for choice in strategy.runs] == [WindowRun.EACH_WINDOW] and "MIN/MAX" in strategy.why_no_sharing
+    assert "MIN/MAX" in _sole_run(each, table.schema, WindowRun.EACH_WINDOW)
     spies["lanes"] = 0
-    _same_as_python(each, table)
+    _evaluate(each, table)
     assert spies["lanes"] == 0
 
 
@@ -109,9 +114,8 @@ def test_absence_evaluates_each_window_on_its_own(spies) -> None:
     table = _table(60_000)
     query = ("RETURN g, COUNT(*) PATTERN SEQ(A+, B, NOT X) SEMANTICS next WHERE [g] GROUP-BY g "
              "WITHIN 800 seconds SLIDE 100 seconds")
-    strategy = physical_plan(cogra.plan(query, table.schema)).windows
-    assert [choice.run for choice in strategy.runs] == [WindowRun.EACH_WINDOW] and "absence" in strategy.why_no_sharing
-    _same_as_python(query, table)
+    assert "absence" in _sole_run(query, table.schema, WindowRun.EACH_WINDOW)
+    _evaluate(query, table)
     assert spies["panes"] == 0
 
 

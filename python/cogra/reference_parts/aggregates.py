@@ -5,8 +5,9 @@ int, of floats or decimals an exact ``Fraction`` (a non-finite float makes it a 
 ``inf``/``nan``: Python's Fraction + float arithmetic does exactly that); AVG is
 ``Fraction(sum of non-null values, number of non-null values)``; MIN/MAX the raw
 extreme value, NaN above every other number (Spark); VAR_* an exact ``Fraction`` over
-every value of every trend (:func:`spread`), STDDEV_* its square root as a double.  NULL attribute values are
-skipped; ``COUNT(V)`` counts ``V`` events whether or not their attributes are NULL.
+every value of every trend (:func:`spread`), STDDEV_* its square root as a double.  NULL
+attribute values are skipped; ``COUNT(V)`` counts ``V`` events whether or not their
+attributes are NULL.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class Accumulator:
         if agg.func is AggFunc.SUM:
             return add(a, b)
         if agg.func in SPREADS:
-            return a + b
+            a.extend(b)  # (the accumulator's own list: copying it per trend was quadratic)
+            return a
         if a is None or b is None:
             return b if a is None else a
         pick = min if agg.func is AggFunc.MIN else max

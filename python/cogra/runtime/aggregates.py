@@ -175,7 +175,7 @@ class Layout:
             elif agg.func in (AggFunc.MIN, AggFunc.MAX):
                 self.finals.append(("slot", at[agg.func.value.lower()]))
             else:
-                self.finals.append(("entry", entry.func, at, agg.attribute))
+                self.finals.append(("entry",))  # (finished from its entry: self.items)
         self.slots = tuple(slots)
         self.kinds = tuple(s.kind for s in slots)
         self.per_var: tuple[tuple[tuple[int, str, str | None], ...], ...] = tuple(
@@ -203,13 +203,9 @@ class Layout:
         return frozenset(i for i, s in enumerate(self.slots)
                          if s.kind == ADD and s.role in ("count", "cnt", "nn", "sum", "sq") and i not in exact)
 
-    @property
-    def compiled(self) -> bool:
-        """Whether the compiled kernels evaluate every aggregate (:attr:`AggregateEntry.kernels`)."""
-        return not self.not_compiled()
-
     def not_compiled(self) -> list[str]:
-        """The functions the compiled kernels do not evaluate, by name."""
+        """The functions the compiled kernels do not evaluate (:attr:`AggregateEntry.kernels`),
+        by name; empty where they evaluate every aggregate."""
         return sorted({item.entry.func.value for item in self.items if not item.entry.kernels})
 
     # -- vector algebra --------------------------------------------------------
@@ -281,6 +277,15 @@ class Layout:
             out[item.position] = entry.finish(entry.func, {role: state[i] for role, i in item.slots.items()},
                                               scales[item.attribute])
         return tuple(out)
+
+
+def layout_of(bound: Any) -> Layout:
+    """The layout of a bound query, built once (``BoundQuery.memo``): the engine and the
+    physical plan read the same one."""
+    memo = bound.memo
+    if "layout" not in memo:
+        memo["layout"] = Layout(bound.query, bound.automaton.state_variables, bound.schema)
+    return memo["layout"]
 
 
 class AttributeValues:

@@ -37,7 +37,7 @@ from cogra.language.ast import AttrRef
 from cogra.runtime.executors import mixed_grained
 from cogra.runtime.executors import pattern_grained
 from cogra.runtime.executors import type_grained
-from cogra.runtime.aggregates import AttributeValues, Layout
+from cogra.runtime.aggregates import AttributeValues, layout_of
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table, check_window_range
 from cogra.runtime.compiled.event_types import type_codes
@@ -154,8 +154,7 @@ class Engine:
             self.time_np = self._numeric_times()
         memo = b.memo  # (built once per bound query: cogra.analysis.binding.BoundQuery.memo)
         if "engine" not in memo:
-            memo["engine"] = (WindowSpec.of(b.query.window, b.time_type),
-                              Layout(b.query, b.automaton.state_variables, b.schema))
+            memo["engine"] = (WindowSpec.of(b.query.window, b.time_type), layout_of(b))
         self.windows, self.layout = memo["engine"]
         if self.n and self.windows.size is not None and self.time_np.dtype.kind == "i":
             check_window_range(int(self.time_np.min()), int(self.time_np.max()), self.windows.size,

@@ -22,7 +22,7 @@ import pyarrow as pa
 from cogra.analysis.granularity import Executor
 from cogra.analysis.kernel_reach import checks_past_the_word, python_only_parts
 from cogra.analysis.plan import Plan
-from cogra.runtime.aggregates import ADD, FADD, Layout
+from cogra.runtime.aggregates import ADD, FADD, Layout, layout_of
 from cogra.runtime.windows import WindowSpec, is_integral
 
 
@@ -117,7 +117,7 @@ def physical_plan(plan: Plan) -> PhysicalPlan:
 
 def _physical(plan: Plan) -> PhysicalPlan:
     b = plan.bound
-    layout = Layout(b.query, b.automaton.state_variables, b.schema)
+    layout = layout_of(b)
     python_only = python_only_parts(b)
     slots = tuple(SlotLine(s.role, None if not s.states else b.automaton.state_variables[s.states[0]],
                            s.attribute, s.kind not in (ADD, FADD) or i not in layout.ratio_only)

@@ -99,9 +99,10 @@ class KernelDriver:
         executor = engine.plan.executor
         if executor not in MODES:
             raise Unsupported(f"the {executor.value} executor has no compiled kernel yet")
-        if not engine.layout.compiled:
-            raise Unsupported(f"{', '.join(engine.layout.not_compiled())} run on the exact Python executors "
-                              "(the kernels keep no sums of squares)")
+        missing = engine.layout.not_compiled()
+        if missing:
+            raise Unsupported(f"{', '.join(missing)} run on the exact Python executors (no compiled kernel "
+                              "evaluates them)")
         self.nv = len(b.automaton.names)
         self.mode = MODES[executor]
         never_negative = self._never_negative_sums(engine, streaming)
