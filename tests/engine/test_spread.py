@@ -18,7 +18,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cogra
+from cogra.language.ast import AggFunc
 from cogra.reference import evaluate_reference
+from cogra.runtime.compiled import kernel_driver
+from cogra.runtime.compiled.windows import chunked, sliding
+from cogra.runtime.engine import Engine
+from cogra.runtime.physical import WindowRun, physical_plan
 from cogra.runtime.spread import sqrt_rounded, variance
 from tests.compare import assert_same_result
 from tests.strategies import cases
@@ -38,8 +43,12 @@ def check(text: str, table: pa.Table) -> None:
         warnings.simplefilter("ignore", cogra.CograDataWarning)
         warnings.simplefilter("ignore", cogra.CograPerformanceWarning)
         want = evaluate_reference(text, table, on_overflow="null")
-        for compiled in (None, False):
-            got = cogra.evaluate(text, table, on_overflow="null", compiled=compiled)
+        for compiled in (None, False, True):
+            try:
+                got = cogra.evaluate(text, table, on_overflow="null", compiled=compiled)
+            except cogra.CograError as refused:  # (NaN, decimals: the kernels refuse them)
+                assert compiled and "compiled=True, but" in str(refused), refused
+                continue
             context = f"\ncompiled={compiled}\nquery:\n{text}\nstream:\n{table.to_pylist()}"
             assert_same_result(got, want, context=context)
             spreads = [c for c in got.column_names if c.split("(")[0] in SPREAD_NAMES]
@@ -146,16 +155,134 @@ def test_the_names_are_spark_sqls() -> None:
         cogra.evaluate("RETURN STDDEV_POP(A.s) PATTERN A+", table)
 
 
-def test_the_compiled_kernels_leave_spreads_to_the_python_executors() -> None:
+def test_the_compiled_kernels_evaluate_spreads() -> None:
     table = _subsets_table([1.0, 2.0, 4.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cogra.CograPerformanceWarning)
+        got = cogra.evaluate("RETURN VAR_POP(A.x) PATTERN SEQ(A+, B)", table, compiled=True)
+    # Trends: the 7 non-empty subsets of {1, 2, 4}; each value in 4 of them.
+    assert got.column(0).to_pylist() == [float(statistics.pvariance([1, 2, 4] * 4))]
+    assert "kernels    compiled" in cogra.explain("RETURN COUNT(*), STDDEV(A.x) PATTERN SEQ(A+, B)", table.schema)
+
+
+def test_an_entry_the_kernels_do_not_evaluate_runs_on_the_python_executors(monkeypatch) -> None:
+    # The registry's seam for an aggregate added without kernel channels: ``kernels=False``.
+    from dataclasses import replace
+
+    from cogra.runtime import aggregates
+
+    monkeypatch.setitem(aggregates.ENTRIES, AggFunc.VAR_POP,
+                        replace(aggregates.ENTRIES[AggFunc.VAR_POP], kernels=False))
+    table = _subsets_table([1.0, 2.0, 4.0])
+    query = "RETURN VAR_POP(A.x) AS registry_seam PATTERN SEQ(A+, B)"  # (a query no other test planned)
     with pytest.warns(cogra.CograPerformanceWarning, match="VAR_POP run on the exact Python executors"):
-        cogra.evaluate("RETURN VAR_POP(A.x) PATTERN SEQ(A+, B)", table)
+        got = cogra.evaluate(query, table)
+    assert got.column(0).to_pylist() == [float(statistics.pvariance([1, 2, 4] * 4))]
     with pytest.raises(cogra.CograError, match="compiled=True, but the compiled kernels do not evaluate this "
                                                "query: VAR_POP run on the exact Python executors"):
-        cogra.evaluate("RETURN VAR_POP(A.x) PATTERN SEQ(A+, B)", table, compiled=True)
-    plan = cogra.explain("RETURN COUNT(*), STDDEV(A.x) PATTERN SEQ(A+, B)", table.schema)
-    assert "STDDEV(A.x): no compiled kernel evaluates STDDEV_SAMP" in plan
-    assert "kernels    compiled" in cogra.explain("RETURN COUNT(*), AVG(A.x) PATTERN SEQ(A+, B)", table.schema)
+        cogra.evaluate(query, table, compiled=True)
+    assert "VAR_POP(A.x): no compiled kernel evaluates VAR_POP" in cogra.explain(query, table.schema)
+
+
+# ---------------------------------------------------------------------------------------
+# The kernels' routes, on data large enough to reach each (the Python executors are the
+# oracle: the reference cannot enumerate 2**40 trends)
+# ---------------------------------------------------------------------------------------
+
+
+def _events(n: int, seed: int, *, ties: bool = False) -> pa.Table:
+    """Prices (two decimals: float scales near 2**46, split sums, four-limb squares), small
+    and wide integers with NULLs and negatives, integral floats (one-limb squares)."""
+    rng = np.random.default_rng(seed)
+    wide = rng.integers(-(2**40), 2**40, n)
+    small = pa.array(rng.integers(-50, 50, n), mask=rng.random(n) < 0.05)
+    return pa.table({"type": rng.choice(["A", "B", "X"], n, p=[0.6, 0.3, 0.1]),
+                     "time": np.arange(n) // (4 if ties else 1), "g": rng.integers(0, 4, n),
+                     "price": np.round(rng.normal(100, 15, n), 2), "i": small, "w": wide,
+                     "f": rng.integers(0, 1000, n).astype(np.float64)})
+
+
+def _kernels_equal_python(query: str, table: pa.Table, *, exact_runs: bool | None = False) -> Engine:
+    """The compiled engine's result equals the Python executors', spreads to 1e-12;
+    ``exact_runs``: whether windows had to re-run exactly (None: either)."""
+    engine = Engine(cogra.plan(query, table.schema), table)
+    got = engine.result_table(on_overflow="null")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cogra.CograPerformanceWarning)
+        want = cogra.evaluate(query, table, compiled=False, on_overflow="null")
+    stats = engine.stats
+    assert stats["windows_fast"] + stats["windows_exact"] == stats["windows"] and stats["windows_fast"] > 0, stats
+    if exact_runs is not None:
+        assert (stats["windows_exact"] > 0) == exact_runs, stats
+    assert got.schema == want.schema and got.num_rows == want.num_rows > 0
+    for name in got.column_names:
+        g, w = got.column(name).to_pylist(), want.column(name).to_pylist()
+        bad = [(k, a, b) for k, (a, b) in enumerate(zip(g, w)) if not _close12(a, b)]
+        assert not bad, (name, bad[:5], len(bad), query)
+    return engine
+
+
+SPREADS = "VAR_POP(A.price), STDDEV(B.price), VARIANCE(A.i), STDDEV_POP(B.w), VAR_SAMP(A.f)"
+
+
+@pytest.mark.parametrize("semantics", ["any", "next", "contiguous"])
+def test_spreads_on_the_per_window_kernels(semantics: str) -> None:
+    # Short windows: counts stay below 2**31 under any, so every window is decided on
+    # the kernels.
+    window = "WITHIN 8 seconds SLIDE 4 seconds" if semantics == "any" else "WITHIN 400 seconds SLIDE 100 seconds"
+    _kernels_equal_python(f"RETURN g, COUNT(*), {SPREADS}, AVG(A.price) PATTERN SEQ(A+, B) "
+                          f"SEMANTICS {semantics} WHERE [g] GROUP-BY g {window}", _events(6000, 1))
+
+
+def test_spreads_on_shared_panes_and_lanes(monkeypatch) -> None:
+    monkeypatch.setattr(sliding, "MIN_EVENTS_PER_WINDOW", 0)
+    took = []
+    original = sliding.plan
+    monkeypatch.setattr(sliding, "plan", lambda *args: took.append(original(*args)) or took[-1])
+    _kernels_equal_python(f"RETURN COUNT(*), {SPREADS} PATTERN SEQ(A+, B) SEMANTICS next "
+                          "WITHIN 400 seconds SLIDE 20 seconds", _events(8000, 2))
+    assert any(found is not None for found in took)
+
+
+@pytest.mark.parametrize("ring", [True, False])
+def test_spreads_on_the_mixed_grained_kernels(monkeypatch, ring: bool) -> None:
+    # Kept events (a predicate on NEXT(A)): the mixed-grained kernels, per window, ring
+    # or grouped.
+    monkeypatch.setattr(sliding, "RING", ring)
+    monkeypatch.setattr(sliding, "MIN_PANES_PER_WINDOW", 1)
+    _kernels_equal_python(f"RETURN g, COUNT(*), {SPREADS} PATTERN SEQ(A+, B) SEMANTICS next "
+                          "WHERE [g] AND A.price < NEXT(A).price GROUP-BY g WITHIN 300 seconds SLIDE 100 seconds",
+                          _events(6000, 3))
+
+
+def test_spreads_in_chunks_of_one_window() -> None:
+    table = _events(chunked.MIN_ROWS + 5000, 4)
+    query = "RETURN COUNT(*), VAR_POP(A.price), STDDEV(B.i), VARIANCE(B.w) PATTERN SEQ(A+, B) SEMANTICS contiguous"
+    assert [c.run for c in physical_plan(cogra.plan(query, table.schema)).windows.runs][0] is WindowRun.CHUNKS
+    _kernels_equal_python(query, table)
+
+
+def test_spreads_from_generated_kernels(monkeypatch) -> None:
+    from cogra.runtime.compiled.codegen import kernel_cache
+
+    monkeypatch.setattr(kernel_driver, "SPECIALIZE_MIN_EVENTS", 0)
+    monkeypatch.setattr(sliding, "SPECIALIZE_MIN_EVENTS", 0)
+    loaded = []
+    original = kernel_cache.kernel_for
+    monkeypatch.setattr(kernel_cache, "kernel_for", lambda shape, *a, **k: loaded.append(shape) or original(shape, *a, **k))
+    _kernels_equal_python(f"RETURN g, COUNT(*), {SPREADS} PATTERN SEQ(A+, B) SEMANTICS next WHERE [g] "
+                          "GROUP-BY g WITHIN 200 seconds SLIDE 50 seconds", _events(3000, 5))
+    assert loaded
+
+
+def test_windows_whose_counts_pass_the_limbs_re_run_exactly() -> None:
+    # Ties in time let next's trends branch: 2**40 trends and more per window, past what
+    # the squares' limbs hold exactly -- those windows re-run on the exact path, the
+    # others are decided on the kernels.
+    table = _events(3000, 6, ties=True)
+    engine = _kernels_equal_python("RETURN COUNT(*), VAR_POP(A.price), STDDEV(A.i) PATTERN SEQ(A+, B) SEMANTICS next "
+                                   "WITHIN 60 seconds SLIDE 10 seconds", table, exact_runs=True)
+    assert engine.stats["windows_fast"] >= 10
 
 
 @settings(max_examples=200, deadline=None)

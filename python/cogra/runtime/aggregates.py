@@ -69,6 +69,11 @@ class AggregateEntry:
     """Whether the compiled kernels evaluate it; else a query using it runs on the Python
     executors, exactly, with a :class:`~cogra.errors.CograPerformanceWarning`
     (:func:`cogra.analysis.kernel_reach.python_only_parts` names it)."""
+    exact_always: bool = False
+    """Whether its exact roles must be exact at every size.  A SUM past int64 is an
+    overflow and an AVG a ratio, so the kernels may hand them a huge slot's double
+    approximation; a spread is a difference of huge terms that cancel, so a window whose
+    slots the kernels cannot decode exactly re-runs on the exact path instead."""
 
 
 def _finish_sum(func: AggFunc, v: dict[str, Any], scale: int) -> Any:
@@ -95,7 +100,7 @@ ENTRIES: dict[AggFunc, AggregateEntry] = {e.func: e for e in (
     AggregateEntry(AggFunc.SUM, ("sum", "inf", "nn"), frozenset({"sum"}), _finish_sum),
     AggregateEntry(AggFunc.AVG, ("sum", "inf", "nn"), frozenset(), _finish_sum),
     *(AggregateEntry(f, ("sum", "sq", "inf", "nn"), frozenset({"sum", "sq", "nn"}), _finish_spread,
-                     kernels=False)
+                     exact_always=True)
       for f in (AggFunc.VAR_POP, AggFunc.VAR_SAMP, AggFunc.STDDEV_POP, AggFunc.STDDEV_SAMP)),
 )}
 """Every aggregate over an attribute (``COUNT(*)`` and ``COUNT(V)`` are a slot each:
@@ -188,6 +193,9 @@ class Layout:
         self.start_unit[0] = 1
         self.has_extremes = any(k in (MIN, MAX) for k in self.kinds)
         self.ratio_only = self._ratio_only_slots()
+        self.exact_always = frozenset(item.slots[role] for item in self.items if item.entry.exact_always
+                                      for role in item.entry.exact if role in item.slots)
+        """The slots no approximation may stand for (:attr:`AggregateEntry.exact_always`)."""
 
     def _ratio_only_slots(self) -> frozenset[int]:
         """The ADD slots no RETURN item reads as an exact number: the sum and count behind

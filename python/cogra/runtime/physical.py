@@ -70,10 +70,15 @@ class SlotLine:
     exact: bool
     """Read as an exact number; else only as a ratio's part or tested for zero (the
     kernels may keep it in doubles)."""
+    exact_always: bool = False
+    """Exact at every size (:attr:`~cogra.runtime.aggregates.Layout.exact_always`): a
+    window whose value passes the kernels' fixed-width channels re-runs exactly."""
 
     def text(self) -> str:
         what = self.role if self.variable is None else (
             f"{self.role} {self.variable}" + (f".{self.attribute}" if self.attribute else ""))
+        if self.exact_always:
+            return what + "   (exact at any size: past the kernels' integers, the window re-runs exactly)"
         return what + ("" if self.exact else "   (a ratio's part: may be kept in doubles)")
 
 
@@ -120,7 +125,8 @@ def _physical(plan: Plan) -> PhysicalPlan:
     layout = layout_of(b)
     python_only = python_only_parts(b)
     slots = tuple(SlotLine(s.role, None if not s.states else b.automaton.state_variables[s.states[0]],
-                           s.attribute, s.kind not in (ADD, FADD) or i not in layout.ratio_only)
+                           s.attribute, s.kind not in (ADD, FADD) or i not in layout.ratio_only,
+                           i in layout.exact_always)
                   for i, s in enumerate(layout.slots))
     return PhysicalPlan(plan.executor, python_only, _windows(plan, layout, not python_only), slots)
 

@@ -129,6 +129,12 @@ def _unsupported_reason(plan: Any) -> str | None:
         return "an absence (NOT at the pattern's edge) is decided by the window's later events"
     if not is_integral(WindowSpec.of(b.query.window, b.time_type), b.time_type):
         return "windows need an integer or timestamp time column and whole sizes"
+    if any(slot.role == "sq" for slot in _slots(b)):
+        # Its sums of squares are exact in fixed-width channels only while a window's
+        # trend counts stay below ~2**31 -- which ties in time pass within a few dozen
+        # events under every semantics -- and a window the channels cannot decide is
+        # re-run from its events.
+        return "a spread (VAR_*, STDDEV_*) is exact only from its window's events once counts are large"
     for slot in _slots(b):
         t = b.schema.field(slot.attribute).type
         if pa.types.is_decimal(t):

@@ -156,4 +156,47 @@ def attribute_scales(table: pa.Table, attributes: Sequence[str],
     return scales
 
 
-__all__ = ["NAN_BITS", "FloatStats", "attribute_scales", "float_columns", "float_stats"]
+LIMB_MASK = np.uint64(0xFFFFFFFF)
+LIMB_BITS = np.uint64(32)
+
+
+def magnitude_limbs(hi: np.ndarray, lo: np.ndarray | None = None) -> list[np.ndarray]:
+    """``|v|`` as 32-bit limbs (uint64 arrays, lowest first) of ``v = hi`` (int64) or, for a
+    float sum split in two, ``v = hi * 2**32 + lo`` with ``0 <= lo < 2**32``."""
+    hi = np.asarray(hi, np.int64)
+    neg = hi < 0
+    if lo is None:
+        # (two's complement: exact for int64's minimum too)
+        mag = np.where(neg, ~hi.view(np.uint64) + np.uint64(1), hi.view(np.uint64))
+        return [mag & LIMB_MASK, mag >> LIMB_BITS]
+    lo = np.asarray(lo, np.int64)
+    borrow = neg & (lo > 0)  # |v| = (-hi - 1) * 2**32 + (2**32 - lo)
+    high = np.where(neg, -hi - borrow, hi).view(np.uint64)
+    low = np.where(borrow, np.int64(1 << 32) - lo, lo).view(np.uint64)
+    return [low, high & LIMB_MASK, high >> LIMB_BITS]
+
+
+def square_limbs(parts: list[np.ndarray], count: int) -> list[np.ndarray]:
+    """The exact squares of the values whose magnitudes ``parts`` holds
+    (:func:`magnitude_limbs`), as ``count`` 32-bit limbs (int64 arrays, lowest first):
+    what a spread's ``sq`` slot sums, limb by limb.  Each product of two limbs is below
+    2**64; its halves go to their limbs, which then carry upwards."""
+    n = len(parts[0]) if parts else 0
+    acc = [np.zeros(n, np.uint64) for _ in range(2 * len(parts) + 1)]
+    for i, a in enumerate(parts):
+        for j in range(i, len(parts)):
+            p = a * parts[j]
+            low, high = p & LIMB_MASK, p >> LIMB_BITS
+            for _ in range(1 if i == j else 2):  # (2ab: a cross product counts twice)
+                acc[i + j] += low
+                acc[i + j + 1] += high
+    for k in range(len(acc) - 1):
+        acc[k + 1] += acc[k] >> LIMB_BITS
+        acc[k] &= LIMB_MASK
+    if any(a.any() for a in acc[count:]):
+        raise ValueError(f"a square needs more than {count} limbs")
+    return [a.view(np.int64) for a in acc[:count]] + [np.zeros(n, np.int64)] * max(0, count - len(acc))
+
+
+__all__ = ["NAN_BITS", "FloatStats", "attribute_scales", "float_columns", "float_stats", "magnitude_limbs",
+           "square_limbs"]

@@ -154,24 +154,54 @@ class ChannelLayout:
 
 SPLIT_SUFFIX = "#lo"
 SPLIT_SHIFT = 32
+SQUARE_SUFFIX = "#sq"
+"""The synthetic attributes ``attr#sq0``, ``attr#sq1``, ...: the 32-bit limbs of each
+value's exact square (:func:`cogra.runtime.compiled.attribute_columns.square_limbs`), limb
+``j`` weighing ``2**(32 j)``; a spread's ``sq`` slot sums each in a modular slot of its own."""
+INTEGER_KINDS = ("int", "isum", "fsplit", "sqlimbs")
+"""Slot kinds held exactly modulo 2**64, limb by limb (:func:`slot_limbs`)."""
+
+
+def square_attribute(attr: str, limb: int) -> str:
+    """The synthetic attribute of limb ``limb`` of ``attr``'s squares."""
+    return f"{attr}{SQUARE_SUFFIX}{limb}"
+
+
+def base_attribute(attr: str) -> str:
+    """The attribute a synthetic limb attribute (``#lo``, ``#sqJ``) is read from."""
+    if attr.endswith(SPLIT_SUFFIX):
+        return attr[:-len(SPLIT_SUFFIX)]
+    at = attr.rfind(SQUARE_SUFFIX)
+    if at > 0 and attr[at + len(SQUARE_SUFFIX):].isdigit():
+        return attr[:at]
+    return attr
 
 
 def slot_limbs(entry: tuple) -> list[tuple[int, int, int]]:
-    """An integer slot's limbs as ``(modular i, approximation f, |x|-bound f)``: one for
-    ``int`` (whose approximation is its bound) and ``isum``, two for ``fsplit`` (high limb
-    first; the value is ``hi * 2**32 + lo``)."""
+    """An integer slot's limbs as ``(modular i, approximation f, |x|-bound f)``, high limb
+    first: one for ``int`` (whose approximation is its bound) and ``isum``, two for
+    ``fsplit`` (the value is ``hi * 2**32 + lo``), ``L`` for ``sqlimbs`` (never negative:
+    each limb's approximation is its bound; the value is ``sum(limb_j * 2**(32 j))``)."""
     kind, ii, fi, extra = entry[:4]
+    if kind == "sqlimbs":
+        return [(ii + j, fi + j, fi + j) for j in reversed(range(extra))]
     limbs = [(ii, fi, fi if kind == "int" else extra)]
     if kind == "fsplit":
         limbs.append(tuple(entry[4:7]))
     return limbs
 
 
+def limb_weights(entry: tuple) -> list[int]:
+    """The weight of each of :func:`slot_limbs`' limbs, in the same order."""
+    return [1 << (SPLIT_SHIFT * j) for j in reversed(range(len(slot_limbs(entry))))]
+
+
 def channel_layout(layout: Layout, table_schema: pa.Schema,
                    split: frozenset[str] = frozenset(),
                    inexact: frozenset[str] = frozenset(),
                    never_negative: frozenset[str] = frozenset(),
-                   approximate: frozenset[int] = frozenset()) -> ChannelLayout:
+                   approximate: frozenset[int] = frozenset(),
+                   square_limbs: tuple[tuple[str, int], ...] = ()) -> ChannelLayout:
     """Slots to channels.
 
     Float attributes are summed as exact scaled integers ``x * 2**k`` (as the Python
@@ -197,11 +227,20 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
     multiplied from; with no exact slot it is computed by the kernels that compute every
     channel and read by nothing, and no variable has it live (q3's kept A: one channel
     instead of two in each Fenwick node, B's eight channels down to three).
+
+    A spread's ``sq`` slot (the sum of the values' exact squares) is ``sqlimbs``: the
+    squares' 32-bit limbs (``square_limbs``: how many per attribute, from the widest
+    value) each summed in a modular slot over its synthetic attribute ``attr#sqJ`` --
+    never negative, so one double each.  The value is exact while each limb's sum stays
+    below 2**63; beyond, the window re-runs exactly (a spread reads no approximation:
+    ``Layout.exact_always``).
     """
     n_i = n_f = n_x = 0
     slot_map: list[tuple[str, int, int, int]] = []
     ops_all: list[tuple[int, int, int, int, int, int]] = []
-    attrs = list(layout.attributes) + [a + SPLIT_SUFFIX for a in sorted(split)]
+    limbs_of = dict(square_limbs)
+    attrs = (list(layout.attributes) + [a + SPLIT_SUFFIX for a in sorted(split)]
+             + [square_attribute(a, j) for a in sorted(limbs_of) for j in range(limbs_of[a])])
     x_is_min: list[bool] = []
 
     for idx, slot in enumerate(layout.slots):
@@ -230,6 +269,13 @@ def channel_layout(layout: Layout, table_schema: pa.Schema,
                 ops.append((OP_NN, a, n_i, n_f, -1))
             n_i += 1
             n_f += 1
+        elif slot.role == "sq":
+            count = limbs_of[slot.attribute]
+            slot_map.append(("sqlimbs", n_i, n_f, count))
+            for j in range(count):
+                ops.append((OP_SUM_INT, attrs.index(square_attribute(slot.attribute, j)), n_i + j, n_f + j, -1))
+            n_i += count
+            n_f += count
         elif slot.role == "sum" and slot.attribute in split:
             lo = attrs.index(slot.attribute + SPLIT_SUFFIX)
             hi_f, hi_bound, hi_op, n_f = _sum_floats(n_f, slot.attribute in never_negative)
@@ -348,11 +394,14 @@ def decode(
     for idx, entry in enumerate(chan.slot_map):
         kind, ii, fi, extra = entry[:4]
         slot = layout.slots[idx]
-        if kind in ("int", "isum", "fsplit"):
-            value = _exact_or_approx(kind, i_vals, f_vals, slot_limbs(entry), exponent)
+        if kind in INTEGER_KINDS:
+            value = _exact_or_approx(kind, i_vals, f_vals, entry, exponent,
+                                     approximation_ok=idx not in layout.exact_always)
             if value is UNDECIDED:
                 return UNDECIDED
             state[idx] = value
+        elif kind in ("fcount", "fapprox") and idx in layout.exact_always:
+            return UNDECIDED  # (not reached: such slots are never approximate)
         elif kind in ("fcount", "fapprox"):
             scale = scales[slot.attribute] if kind == "fapprox" else 1
             value = approximate_value(float(f_vals[fi]), float(f_vals[extra]), exponent, scale)
@@ -393,12 +442,11 @@ def approximate_value(approx: float, bound: float, exponent: int, scale: int):
     return int(Fraction(approx) * scale * (1 << exponent))
 
 
-def _exact_or_approx(kind: str, i_vals, f_vals, limbs, exponent: int):
-    """An integer slot (one limb, or hi/lo limbs of ``2**32``) exactly, or provably huge.
-
-    Each limb is ``(modular index, approximation index, |x|-bound index)``.
-    """
-    weights = [1 << SPLIT_SHIFT, 1] if len(limbs) == 2 else [1]
+def _exact_or_approx(kind: str, i_vals, f_vals, entry: tuple, exponent: int, approximation_ok: bool = True):
+    """An integer slot (:func:`slot_limbs`' limbs) exactly, or provably huge (then its
+    approximation, unless not ``approximation_ok``: :data:`UNDECIDED`)."""
+    limbs = slot_limbs(entry)
+    weights = limb_weights(entry)
     bounds = [float(f_vals[b]) for _, _, b in limbs]
     if exponent and all(b < TINY for b in bounds):
         if all(b == 0.0 for b in bounds) and all(int(i_vals[i]) == 0 for i, _, _ in limbs):
@@ -408,6 +456,8 @@ def _exact_or_approx(kind: str, i_vals, f_vals, limbs, exponent: int):
     if all(_scaled(b, exponent) < fits for b in bounds):
         conv = _unsigned if kind == "int" else _signed
         return sum(w * conv(int(i_vals[i])) for w, (i, _, _) in zip(weights, limbs))
+    if not approximation_ok:
+        return UNDECIDED
     approx = sum(float(w) * float(f_vals[f]) for w, (_, f, _) in zip(weights, limbs))
     bound = sum(float(w) * b for w, b in zip(weights, bounds))
     if kind != "int" and not _trustworthy(approx, bound):
@@ -434,7 +484,7 @@ def decode_many(chan: ChannelLayout, layout: Layout, out_i: np.ndarray, out_f: n
     columns: list = []
     for idx, entry in enumerate(chan.slot_map):
         kind = entry[0]
-        if kind in ("int", "isum", "fsplit"):
+        if kind in INTEGER_KINDS:
             fits = FITS_UNSIGNED if kind == "int" else FITS_SIGNED
             for _, _, b in slot_limbs(entry):
                 simple &= out_f[:, b] < fits
@@ -442,6 +492,10 @@ def decode_many(chan: ChannelLayout, layout: Layout, out_i: np.ndarray, out_f: n
                 columns.append(out_i[:, entry[1]].tolist())
             elif kind == "isum":
                 columns.append(out_i[:, entry[1]].view(np.int64).tolist())
+            elif kind == "sqlimbs":
+                parts = [out_i[:, i].view(np.int64).tolist() for i, _, _ in slot_limbs(entry)]
+                weights = limb_weights(entry)
+                columns.append([sum(w * p for w, p in zip(weights, limbs)) for limbs in zip(*parts)])
             else:
                 hi = out_i[:, entry[1]].view(np.int64).tolist()
                 lo = out_i[:, entry[4]].view(np.int64).tolist()

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from cogra.runtime.arrow_arrays import empty, one_array
-from cogra.runtime.compiled.attribute_columns import float_columns
+from cogra.runtime.compiled.attribute_columns import float_columns, magnitude_limbs, square_limbs
 from cogra.runtime.compiled.jit import njit
 
 from cogra.analysis.granularity import Executor
@@ -30,6 +30,8 @@ from cogra.runtime.compiled.channels import (
     decode_many,
     SPLIT_SUFFIX,
     UNDECIDED,
+    base_attribute,
+    square_attribute,
     Unsupported,
     KernelOut,
     channel_layout,
@@ -108,13 +110,15 @@ class KernelDriver:
         never_negative = self._never_negative_sums(engine, streaming)
         self.approximate = self._approximate_slots(engine.layout, never_negative)
         self.split, self.inexact = self._wide_float_sums(engine, streaming, self.approximate)
+        self.square_limbs = self._square_limbs(engine, self.inexact)
         # The channel layout and what follows from it alone (live channels, kernel shapes)
         # are built once per bound query and encoding (BoundQuery.memo): the encoding
         # decisions above are the only data they depend on.
-        memo = b.memo.setdefault(("fast", self.split, self.inexact, never_negative, self.approximate), {})
+        memo = b.memo.setdefault(("fast", self.split, self.inexact, never_negative, self.approximate,
+                                  self.square_limbs), {})
         if "chan" not in memo:
             memo["chan"] = channel_layout(engine.layout, engine.table.schema, self.split, self.inexact,
-                                          never_negative, self.approximate)
+                                          never_negative, self.approximate, self.square_limbs)
         self.chan = memo["chan"]
         self.shapes: dict = memo.setdefault("shapes", {})
         """Shapes built for this query and encoding, by what they were built from
@@ -297,6 +301,35 @@ class KernelDriver:
         return frozenset(split), frozenset(inexact)
 
     @staticmethod
+    def _square_limbs(engine: Any, inexact: frozenset[str]) -> tuple[tuple[str, int], ...]:
+        """Per attribute whose squares a spread sums (its ``sq`` slot), how many 32-bit limbs
+        hold the widest value's exact square in this table (:func:`channels.channel_layout`;
+        streams do not carry spreads: :func:`cogra.runtime.stream.unsupported_reason`)."""
+        found = []
+        schema = engine.table.schema
+        for attr in sorted({s.attribute for s in engine.layout.slots if s.role == "sq"}):
+            t = schema.field(attr).type
+            if pa.types.is_dictionary(t):
+                t = t.value_type
+            floating = pa.types.is_floating(t)
+            if attr in inexact:
+                # Its sum is a double: no window's spread could be decided on the kernels.
+                raise Unsupported(f"values of {attr} span more than 2**93 (a spread of them runs exactly)")
+            if not (floating or pa.types.is_integer(t)):
+                raise Unsupported(f"{attr} is {t}")
+            if floating:
+                widest = times_scale(engine.stats_of(attr).largest, engine.scales[attr])
+                bits = math.frexp(widest)[1] if widest > 0 else 0
+            else:
+                col = engine.table.column(attr)
+                if pa.types.is_dictionary(col.type):
+                    col = one_array(col).dictionary_decode()
+                ends = pc.min_max(col).as_py()
+                bits = max(abs(ends["min"] or 0), abs(ends["max"] or 0)).bit_length()
+            found.append((attr, max(1, -(-2 * bits // SPLIT_SHIFT))))
+        return tuple(found)
+
+    @staticmethod
     def _never_negative_sums(engine: Any, streaming: bool = False) -> frozenset[str]:
         """Summed attributes with no negative value in this table: their sums keep no
         |x|-bound channel (:func:`channel_layout`; prices, volumes and distances mostly).
@@ -356,8 +389,8 @@ class KernelDriver:
         ops = {j: {int(op) for op, a in zip(self.chan.program[:, 1], self.chan.program[:, 2]) if a == j}
                for j in range(len(attrs))}
         for j, attr in enumerate(attrs):
-            if attr.endswith(SPLIT_SUFFIX):
-                continue  # filled with its attribute's high limb below
+            if base_attribute(attr) != attr:
+                continue  # a limb (#lo, #sqJ): filled with its attribute's row
             want_key = bool(ops[j] & {OP_MIN, OP_MAX})
             want_flt = want_key or OP_SUM_FLOAT in ops[j]
             col = one_array(table.column(attr))
@@ -439,6 +472,14 @@ class KernelDriver:
                         t, storage)
             else:
                 raise Unsupported(f"{attr} is {t}")
+        for attr, count in self.square_limbs:  # the exact squares' limbs, from the exact values
+            j = attrs.index(attr)
+            a_int = full("a_int")
+            parts = magnitude_limbs(a_int[j], a_int[attrs.index(attr + SPLIT_SUFFIX)] if attr in self.split else None)
+            for limb, values in enumerate(square_limbs(parts, count)):
+                jj = attrs.index(square_attribute(attr, limb))
+                a_int[jj] = values
+                full("a_valid")[jj] = full("a_valid")[j]
         for name, dtype in dtypes.items():
             setattr(self, name, matrices[name] if name in matrices else np.zeros((k, 1), dtype))
         self.x_decoders = []
@@ -584,11 +625,15 @@ class KernelDriver:
     def _largest_summed(self) -> float:
         """max(1, |x|) over every summed value as the kernels hold it (table-wide, once)."""
         summed = [j for j, attr in enumerate(self.chan.attributes)
-                  if any(s.attribute == attr.removesuffix(SPLIT_SUFFIX) and s.role == "sum"
+                  if any(s.attribute == base_attribute(attr) and s.role in ("sum", "sq")
                          for s in self.engine.layout.slots)]
         biggest = 1.0
+        squares = {square_attribute(attr, j) for attr, count in self.square_limbs for j in range(count)}
         for j in summed:
             attr = self.chan.attributes[j]
+            if attr in squares:
+                biggest = max(biggest, 2.0**SPLIT_SHIFT)  # (a limb is below 2**32)
+                continue
             schema = self.engine.table.schema
             floating = attr in schema.names and pa.types.is_floating(schema.field(attr).type)
             if floating and attr not in self.split:  # (from the pass that found the scale)

@@ -62,8 +62,11 @@ from cogra.runtime.compiled.channels import (
     SURELY_TOO_BIG,
     TINY,
     KernelOut,
+    INTEGER_KINDS,
+    limb_weights,
     slot_limbs,
 )
+from cogra.runtime import spread
 from cogra.runtime.output import build_table, order, overflow_error, table_schema
 
 ENABLED = True
@@ -504,6 +507,7 @@ def numpy_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Col
     extremes = merged_extremes(keyed, out, chan.x_is_min)
     cols: list[Column | None] = []
     numbers: dict[int, Number] = {}
+    entries = {item.position: item for item in layout.items}
 
     def num(idx: int) -> Number:
         if idx not in numbers:
@@ -516,9 +520,11 @@ def numpy_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Col
             numbers[idx] = merged_number(decoded, keyed)
         return numbers[idx]
 
-    for final in layout.finals:
+    for position, final in enumerate(layout.finals):
         if final[0] == "group":
             cols.append(None)
+        elif final[0] == "entry":
+            cols.append(_entry_column(ctx, entries[position], out, keyed))
         elif final[0] == "slot" and layout.slots[final[1]].kind in (MIN, MAX):
             cols.append(_extreme_column(ctx, final[1], extremes, none))
         elif final[0] == "slot":  # COUNT(*) / COUNT(V)
@@ -560,6 +566,51 @@ def numpy_item_columns(ctx: "Context", out: KernelOut, keyed: Keyed) -> list[Col
     return cols
 
 
+def exact_integers(ctx: "Context", idx: int, out: KernelOut, keyed: Keyed) -> tuple[list[int], np.ndarray]:
+    """Integer slot ``idx`` per key as Python integers (its windows' exact values added),
+    and per key whether some window's value is not known exactly (then its integer is 0)."""
+    entry = ctx.chan.slot_map[idx]
+    if entry[0] not in INTEGER_KINDS:  # (fsum: doubles, never exact here)
+        return [0] * keyed.n_keys, np.ones(keyed.n_keys, bool)
+    unknown = out.e != 0  # rescaled: past 2**600, beyond any exact limb
+    per_limb = []
+    for limb in slot_limbs(entry):
+        known, hi, lo = _limb(out, *limb, unsigned=entry[0] == "int")
+        unknown |= ~known
+        per_limb.append((hi.tolist(), lo.tolist()))
+    weights = limb_weights(entry)
+    totals = [0] * keyed.n_keys
+    for k, r in zip(keyed.key_of.tolist(), keyed.windows.tolist()):
+        for w, (hi, lo) in zip(weights, per_limb):  # a limb is hi * 2**32 + lo
+            totals[k] += ((hi[r] << SPLIT_SHIFT) + lo[r]) * w
+    bad = np.zeros(keyed.n_keys, bool)
+    np.logical_or.at(bad, keyed.key_of, unknown[keyed.windows])
+    return [0 if b else t for t, b in zip(totals, bad.tolist())], bad
+
+
+def _entry_column(ctx: "Context", item: Any, out: KernelOut, keyed: Keyed) -> Column:
+    """An item finished from its registry entry (a spread) per key, from its slots' exact
+    integers; a key with a slot not known exactly is undecided (an
+    :attr:`~cogra.runtime.aggregates.AggregateEntry.exact_always` entry reads no
+    approximation).  Python per key: a few µs each."""
+    scale = int(ctx.scales[item.attribute])
+    parts = {role: exact_integers(ctx, idx, out, keyed) for role, idx in item.slots.items() if role != "inf"}
+    undecided = np.zeros(keyed.n_keys, bool)
+    for _values, bad in parts.values():
+        undecided |= bad
+    values = np.zeros(keyed.n_keys, np.float64)
+    null = np.zeros(keyed.n_keys, bool)
+    entry = item.entry
+    columns = {role: values_ for role, (values_, _bad) in parts.items()}
+    for k in np.flatnonzero(~undecided).tolist():
+        value = entry.finish(entry.func, {role: col[k] for role, col in columns.items()}, scale)
+        if value is None:
+            null[k] = True
+        else:
+            values[k] = float(value)
+    return Column(values, null, np.zeros(keyed.n_keys, bool), undecided)
+
+
 MAX_SCALE_BITS = 1000
 """Float attributes scaled by more than 2**1000 give results near the subnormal range:
 those take the exact path."""
@@ -578,6 +629,8 @@ def _compilable(ctx: "Context") -> bool:
     float sum split in two), moderate float scales."""
     slot_map = ctx.chan.slot_map
     for final in ctx.layout.finals:
+        if final[0] == "entry":
+            return False  # (finished per key from exact integers: _entry_column)
         if final[0] == "slot" and slot_map[final[1]][0] not in ("int", "x"):
             return False
         if final[0] not in ("group", "slot"):
