@@ -74,8 +74,9 @@ def watched():
         return kernel_for
 
     def mixed(*args):
-        seen["ring_generic"] += args[-5] == mixed_grained.SHARE_TAKE  # share_mode
-        seen["saving_generic"] += args[-5] == mixed_grained.SHARE_SAVE
+        share_mode = args[-1][1]  # (the share tuple's: var, mode, ...)
+        seen["ring_generic"] += share_mode == mixed_grained.SHARE_TAKE
+        seen["saving_generic"] += share_mode == mixed_grained.SHARE_SAVE
         return real_mixed_ring(*args)
 
     kept_totals.run_raw, kept_totals.run_ring = run, ring

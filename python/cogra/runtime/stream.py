@@ -50,6 +50,7 @@ from cogra.language.limits import with_recursion_room
 from cogra.runtime.compiled.attribute_columns import attribute_scales
 from cogra.runtime.columns import canonical_keys, key_codes, micros
 from cogra.runtime.engine import Engine
+from cogra.runtime.compiled.kernel_args import Channels, Positions
 from cogra.runtime.compiled.channels import (
     MAX_KEY_IDENTITY,
     MIN_KEY_IDENTITY,
@@ -461,10 +462,9 @@ class StreamEvaluation:
                                              engine.n, lambda: generated_args):
             kernel_cache.kernel_from_for(shape)(*generated_args)
         else:
-            run_windows_from(driver.mode, times, subs.bits, pair_ok, nv, driver.pred_ptr,
-                             driver.pred_idx, driver.start_bits, driver.final_bits, c.program, driver.op_ptr,
-                             c.x_is_min, driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows, lo, hi,
-                             driver._max_batch(times, subs.bits), st_i, st_f, st_x, st_r, st_e)
+            run_windows_from(driver.pattern, Positions(times, subs.bits, pair_ok, rows), driver.slots,
+                             driver.attributes, lo, hi, driver._max_batch(times, subs.bits),
+                             Channels(st_i, st_f, st_x, st_e, st_r))
         store.i[rows_w], store.f[rows_w], store.x[rows_w] = st_i, st_f, st_x
         store.r[rows_w], store.e[rows_w] = st_r, st_e
         self.stats["max_open_windows"] = max(self.stats["max_open_windows"], store.n_live)

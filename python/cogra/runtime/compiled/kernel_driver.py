@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from cogra.runtime.arrow_arrays import empty, one_array
 from cogra.runtime.compiled.attribute_columns import float_columns, magnitude_limbs, square_limbs
 from cogra.runtime.compiled.jit import njit
+from cogra.runtime.compiled.kernel_args import AttributeRows, Channels, PairArrays, Pattern, Positions, SlotProgram
 
 from cogra.analysis.granularity import Executor
 from cogra.runtime.compiled.channels import (
@@ -58,20 +59,6 @@ _SPARE_I, _SPARE_F = np.zeros(1, np.int64), np.zeros(1, np.float64)
 NO_PAIR_OK = np.zeros(0, np.uint64)
 """What the window kernels get for pair bits where the query's shape checks none (read as
 all ones: :meth:`KernelDriver.pair_ok_of`)."""
-
-
-class PairArrays(NamedTuple):
-    """Per indexed pair ``p = (u, v)`` (:meth:`KernelDriver._indexed_pairs`): its number
-    ``pair_of[u, v]``, comparison flags, value count, the channels u's states carry, and
-    ``ranks`` -- ``(h_rank, h_valid, q_a, q_b, q_eq, g_valid)``, by table row."""
-
-    pair_of: np.ndarray
-    pair_flags: np.ndarray
-    m_of: np.ndarray
-    live_i: np.ndarray
-    live_f: np.ndarray
-    live_x: np.ndarray
-    ranks: tuple
 
 
 def times_scale(x: float, scale: int) -> float:
@@ -549,10 +536,25 @@ class KernelDriver:
             kernel(*generated, rescale_above, *outs, *after)
         else:
             max_batch = self.max_batch_of(rows, plays)
-            run_windows(self.mode, times, plays, self.pair_ok_of(rows, plays), self.nv, self.pred_ptr,
-                        self.pred_idx, self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min,
-                        c.n_i, c.n_f, a_int, a_flt, a_valid, a_key, rows, lo, hi, max_batch, *outs, *cut_arrays)
+            run_windows(self.pattern, Positions(times, plays, self.pair_ok_of(rows, plays), rows), self.slots,
+                        self.attributes, lo, hi, max_batch, Channels(*outs), *cut_arrays)
         return out
+
+    @cached_property
+    def pattern(self) -> Pattern:
+        """The automaton as the generic kernels take it (:mod:`kernel_args`)."""
+        return Pattern(int(self.mode), int(self.nv), self.pred_ptr, self.pred_idx, self.start_bits, self.final_bits)
+
+    @cached_property
+    def slots(self) -> SlotProgram:
+        """The slot program as the generic kernels take it."""
+        c = self.chan
+        return SlotProgram(c.program, self.op_ptr, c.x_is_min, int(c.n_i), int(c.n_f))
+
+    @property
+    def attributes(self) -> AttributeRows:
+        """The attributes' rows loaded last (the table's, or a chunk's: :meth:`load_rows`)."""
+        return AttributeRows(self.a_int, self.a_flt, self.a_valid, self.a_key)
 
     @property
     def pair_ok(self) -> np.ndarray:
@@ -598,11 +600,9 @@ class KernelDriver:
         max_batch = self._max_batch(times, plays)
         p = self.no_pair_arrays if share.mode == SHARE_TAKE else self.pair_arrays
         run_mixed_windows(
-            self.mode, times, plays, self.pair_ok[rows], self.nv, self.pred_ptr, self.pred_idx,
-            self.start_bits, self.final_bits, c.program, self.op_ptr, c.x_is_min, c.n_i, c.n_f,
-            self.a_int, self.a_flt, self.a_valid, self.a_key, rows, self.kept_bits,
-            p.pair_of, p.pair_flags, p.m_of, p.live_i, p.live_f, p.live_x, *p.ranks,
-            lo, hi, max_batch, max_window, out.i, out.f, out.x, out.e, out.r, *share.arguments(),
+            self.pattern, Positions(times, plays, self.pair_ok[rows], rows), self.slots, self.attributes,
+            self.kept_bits, p, lo, hi, max_batch, max_window, Channels(out.i, out.f, out.x, out.e, out.r),
+            share.arguments(),
             *(cuts.kernel_arrays(self.engine.time_np) if cuts is not None else (times[:0], times[:0])),
         )
         return out

@@ -289,20 +289,18 @@ def _copy_output(out_i, out_f, out_x, out_e, out_r, src, dst):
 
 
 @njit(cache=True)
-def run_windows(
-    mode,  # 0 any (type-grained), 1 next, 2 contiguous
-    times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-    prog, op_ptr, x_is_min, n_i, n_f,
-    a_int, a_flt, a_valid, a_key, rows,
-    win_lo, win_hi, max_batch,
-    out_i, out_f, out_x, out_e, out_r,
-    start_until, finish_from,
-):
+def run_windows(pattern, positions, slots, attributes, win_lo, win_hi, max_batch, out, start_until, finish_from):
     """Every window ``[win_lo[w], win_hi[w])``, each from empty states, into row ``w`` of
-    the outputs.  Absence (docs/language.md, Absence at the edge of a pattern), per window, in the times' type:
+    ``out`` (:mod:`cogra.runtime.compiled.kernel_args`' groups).  Absence (docs/language.md,
+    Absence at the edge of a pattern), per window, in the times' type:
     ``start_until[w]`` the first leading blocker's time (trends start at events up to
     it), ``finish_from[w]`` the last trailing blocker's (trends count when they end from
     it on); an empty array where the query has no such negation."""
+    mode, nv, pred_ptr, pred_idx, start_bits, final_bits = pattern
+    times, plays, pair_ok, rows = positions
+    prog, op_ptr, x_is_min, n_i, n_f = slots
+    a_int, a_flt, a_valid, a_key = attributes
+    out_i, out_f, out_x, out_e, out_r = out
     n_x = x_is_min.shape[0]
     leading = start_until.shape[0] > 0
     trailing = finish_from.shape[0] > 0
@@ -336,19 +334,20 @@ def run_windows(
 
 
 @njit(cache=True)
-def run_windows_from(
-    mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-    prog, op_ptr, x_is_min, a_int, a_flt, a_valid, a_key, rows,
-    win_lo, win_hi, max_batch,
-    st_i, st_f, st_x, st_r, st_e,
-):
+def run_windows_from(pattern, positions, slots, attributes, win_lo, win_hi, max_batch, states):
     """Continue windows from carried states (the streaming engine, :mod:`cogra.runtime.stream`).
 
-    Window ``w`` starts from state ``st_*[w]`` -- all ``nv + 1`` rows, floats scaled by
-    ``2**-st_e[w]`` -- runs events ``win_lo[w] .. win_hi[w]-1`` as :func:`run_windows`
-    does, and leaves its new state in place.  Nothing is finalised: under ``any`` the
-    finished row is added when the window closes.
+    Window ``w`` starts from state ``states[w]`` (a :class:`~cogra.runtime.compiled.kernel_args.Channels`
+    of all ``nv + 1`` rows, floats scaled by ``2**-states.e[w]``), runs events
+    ``win_lo[w] .. win_hi[w]-1`` as :func:`run_windows` does, and leaves its new state in
+    place.  Nothing is finalised: under ``any`` the finished row is added when the window
+    closes.
     """
+    mode, nv, pred_ptr, pred_idx, start_bits, final_bits = pattern
+    times, plays, pair_ok, rows = positions
+    prog, op_ptr, x_is_min, _n_i, _n_f = slots
+    a_int, a_flt, a_valid, a_key = attributes
+    st_i, st_f, st_x, st_e, st_r = states
     n_i = st_i.shape[2]
     n_f = st_f.shape[2]
     n_x = st_x.shape[2]

@@ -447,17 +447,11 @@ def _load_total(si, sf, sx, sr, v, ci, cf, cx, cr, c, scale, li, lf, lx):
 
 @njit(cache=True)
 def run_mixed_windows(
-    mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-    prog, op_ptr, x_is_min, n_i, n_f,
-    a_int, a_flt, a_valid, a_key, rows,
-    kept_bits, pair_of, pair_flags, m_of, live_i, live_f, live_x,
-    h_rank, h_valid, q_a, q_b, q_eq, g_valid,
-    win_lo, win_hi, max_batch, max_window,
-    out_i, out_f, out_x, out_e, out_r,
-    share_var, share_mode, take_at, ci, cf, cx, ce, cr, share_li, share_lf, share_lx,
-    start_until, finish_from,
+    pattern, positions, slots, attributes, kept_bits, pairs,
+    win_lo, win_hi, max_batch, max_window, out, share, start_until, finish_from,
 ):
-    """Every window ``[win_lo[w], win_hi[w])``; results in row ``w`` of ``out_*``.
+    """Every window ``[win_lo[w], win_hi[w])``; results in row ``w`` of ``out``
+    (:mod:`cogra.runtime.compiled.kernel_args`' groups; ``share``: the tuple below).
 
     Sharing a kept variable between sub-streams (:mod:`cogra.runtime.compiled.sharing.kept_totals`):
     with ``share_mode`` :data:`SHARE_SAVE`, after each batch, variable ``share_var``'s
@@ -473,6 +467,14 @@ def run_mixed_windows(
     only when they end from ``finish_from[w]`` on (then, under any too, batch by batch);
     empty arrays where the query has no such negation.
     """
+    mode, nv, pred_ptr, pred_idx, start_bits, final_bits = pattern
+    times, plays, pair_ok, rows = positions
+    prog, op_ptr, x_is_min, n_i, n_f = slots
+    a_int, a_flt, a_valid, a_key = attributes
+    pair_of, pair_flags, m_of, live_i, live_f, live_x, ranks = pairs
+    h_rank, h_valid, q_a, q_b, q_eq, g_valid = ranks
+    out_i, out_f, out_x, out_e, out_r = out
+    share_var, share_mode, take_at, ci, cf, cx, ce, cr, share_li, share_lf, share_lx = share
     leading = start_until.shape[0] > 0
     trailing = finish_from.shape[0] > 0
     none = np.uint64(0)

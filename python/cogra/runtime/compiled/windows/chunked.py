@@ -117,6 +117,7 @@ def _run(engine: Any, driver: Any) -> tuple[KernelOut | None, int]:
     from cogra.analysis.granularity import Executor
     from cogra.runtime.compiled import kernel_driver
     from cogra.runtime.compiled.aggregators.coarse_grained import run_windows_from
+    from cogra.runtime.compiled.kernel_args import Channels, Positions
     from cogra.runtime.compiled.codegen import background, kernel_cache
     from cogra.runtime.compiled.substream_split import whole_table_rows
 
@@ -161,10 +162,9 @@ def _run(engine: Any, driver: Any) -> tuple[KernelOut | None, int]:
             elif generated:
                 kernel_cache.kernel_from_for(shape)(*args)
             else:
-                run_windows_from(driver.mode, times, bits, pair_ok, nv, driver.pred_ptr, driver.pred_idx,
-                                 driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.x_is_min,
-                                 driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows, lo, hi,
-                                 driver._max_batch(times, bits), st_i, st_f, st_x, st_r, st_e)
+                run_windows_from(driver.pattern, Positions(times, bits, pair_ok, rows), driver.slots,
+                                 driver.attributes, lo, hi, driver._max_batch(times, bits),
+                                 Channels(st_i, st_f, st_x, st_e, st_r))
         kept += len(rows)
         playing |= plays
         a = z

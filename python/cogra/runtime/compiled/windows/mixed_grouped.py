@@ -111,16 +111,19 @@ def _contribute_lanes(bi, bf, br, d, lanes, prog, lo, hi, e, a_int, a_flt, a_val
 
 @njit(cache=True)
 def run_mixed_sliding(
-    times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-    prog, op_ptr, n_i, n_f,
-    a_int, a_flt, a_valid, a_key, rows,
-    pair_of, pair_flags, m_of, live_i, live_f,
-    h_rank, h_valid, q_a, q_b, q_eq, g_valid,
-    win_seg, win_k, win_lo, win_hi, slide, size, group, max_batch, max_span,
-    out_i, out_f, out_e, out_r, redo,
+    pattern, positions, slots, attributes, pairs,
+    win_seg, win_k, win_lo, win_hi, slide, size, group, max_batch, max_span, out, redo,
 ):
     """Every window ``[k*slide, k*slide + size)``, grouped ``group`` at a time (see the
-    module docstring).  Windows come grouped by segment, ``k`` ascending within one."""
+    module docstring; :mod:`cogra.runtime.compiled.kernel_args`' groups).  Windows come
+    grouped by segment, ``k`` ascending within one."""
+    _mode, nv, pred_ptr, pred_idx, start_bits, final_bits = pattern
+    times, plays, pair_ok, rows = positions
+    prog, op_ptr, _x_is_min, n_i, n_f = slots
+    a_int, a_flt, a_valid, a_key = attributes
+    pair_of, pair_flags, m_of, live_i, live_f, _live_x, ranks = pairs
+    h_rank, h_valid, q_a, q_b, q_eq, g_valid = ranks
+    out_i, out_f, _out_x, out_e, out_r = out
     lanes = group + 1
     n_pairs = m_of.shape[0]
     si = np.zeros((nv, lanes, n_i), np.uint64)

@@ -638,18 +638,13 @@ def _load_lanes(si, sf, v, var_live_i, var_live_f, ci, cf, cpane, c, cur, lanes)
 
 @njit(cache=True)
 def run_mixed_ring(
-    times, plays, pair_ok, nv, pred_ptr, pred_idx, pred_bit, start_bits, final_bits,
-    prog, op_ptr, n_i, n_f,
-    a_int, a_flt, a_valid, rows,
-    pair_of, pair_flags, live_i, live_f, var_live_i, var_live_f,
-    h_rank, h_valid, q_a, q_b, q_eq, g_valid,
-    win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span,
-    out_i, out_f, out_e, out_r, redo,
-    share_var, share_mode, take_at, ci, cf, cpane,
+    pattern, pred_bit, positions, slots, attributes, pairs, var_live_i, var_live_f,
+    win_seg, win_k, win_lo, win_hi, slide, lanes, max_batch, max_span, out, redo, share,
 ):
-    """Every window ``[k*slide, (k + lanes)*slide)`` (see the module docstring).  Windows
-    come grouped by segment, ``k`` ascending within one; ``max_span`` bounds the positions
-    of a segment in any ``lanes`` consecutive panes.
+    """Every window ``[k*slide, (k + lanes)*slide)`` (see the module docstring;
+    :mod:`cogra.runtime.compiled.kernel_args`' groups; ``share``: the tuple below).
+    Windows come grouped by segment, ``k`` ascending within one; ``max_span`` bounds the
+    positions of a segment in any ``lanes`` consecutive panes.
 
     A state of variable ``v`` is only ever non-zero in ``v``'s live channels
     (``var_live_*``, :meth:`KernelDriver._live_channels`), so rows and totals are read and
@@ -665,6 +660,14 @@ def run_mixed_ring(
     (``cpane``).  With :data:`~cogra.runtime.compiled.codes.SHARE_TAKE` the variable is never computed:
     before each batch its totals are loaded from cache row ``take_at[i]`` (-1: none yet),
     and the lanes of the panes that expired since that row's pane are emptied."""
+    _mode, nv, pred_ptr, pred_idx, start_bits, final_bits = pattern
+    times, plays, pair_ok, rows = positions
+    prog, op_ptr, _x_is_min, n_i, n_f = slots
+    a_int, a_flt, a_valid, _a_key = attributes
+    pair_of, pair_flags, _m_of, live_i, live_f, _live_x, ranks = pairs
+    h_rank, h_valid, q_a, q_b, q_eq, g_valid = ranks
+    out_i, out_f, _out_x, out_e, out_r = out
+    share_var, share_mode, take_at, ci, cf, cpane = share
     n_pairs = pair_flags.shape[0]
     nl_i = 1
     nl_f = 1

@@ -279,13 +279,12 @@ def _emit_row(mode, nv, final_bits, x_is_min, si, sf, sx, sr, se, s, w, out_i, o
 
 @njit(cache=True)
 def run_sliding(
-    mode, times, plays, pair_ok, nv, pred_ptr, pred_idx, start_bits, final_bits,
-    prog, op_ptr, x_is_min, n_i, n_f,
-    a_int, a_flt, a_valid, a_key, rows,
+    pattern, positions, slots, attributes,
     win_seg, win_lo, win_hi, row_first, row_k, slide, panes_per_window, max_batch, max_panes,
-    out_i, out_f, out_x, out_e, out_r, seg_done,
+    out, seg_done,
 ):
-    """Every window ``[k*slide, k*slide + panes_per_window*slide)`` of every segment.
+    """Every window ``[k*slide, k*slide + panes_per_window*slide)`` of every segment
+    (:mod:`cogra.runtime.compiled.kernel_args`' groups).
 
     Windows come grouped by segment (``win_seg``), ``k`` ascending within one, with
     their event ranges ``[win_lo, win_hi)``.  Only the *distinct* ones are evaluated
@@ -295,6 +294,11 @@ def run_sliding(
     of segment ``s`` turned non-finite (or its panes outgrew ``max_panes``); its rows are
     then meaningless.
     """
+    mode, nv, pred_ptr, pred_idx, start_bits, final_bits = pattern
+    times, plays, pair_ok, rows = positions
+    prog, op_ptr, x_is_min, n_i, n_f = slots
+    a_int, a_flt, a_valid, a_key = attributes
+    out_i, out_f, out_x, out_e, out_r = out
     n_x = x_is_min.shape[0]
     sdim = nv + 1
     # The pool: the maps of the panes since the last flip (the back stack), maps

@@ -30,6 +30,7 @@ from cogra.runtime.compiled.windows import mixed_grouped
 from cogra.runtime.compiled import scratch
 from cogra.runtime.compiled.sharing import kept_totals
 from cogra.runtime.compiled.channels import KernelOut
+from cogra.runtime.compiled.kernel_args import Channels, Positions
 from cogra.runtime.compiled.codes import SHARE_SAVE, SHARE_TAKE
 from cogra.runtime.compiled.windows.enumeration import walk_ordered
 from cogra.runtime.windows import is_integral
@@ -115,12 +116,9 @@ def run_raw(driver: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.ndar
     def arguments(generated: bool) -> tuple:
         # (pair_ok, max_batch: per evaluation, not per block of windows: blockwise)
         return (
-            driver.mode, times, plays, driver.pair_ok_of(rows, plays), driver.nv, driver.pred_ptr,
-            driver.pred_idx, driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.x_is_min, c.n_i, c.n_f,
-            driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows,
-            seg, lo, hi, row_first, row_k, slide, panes,
-            driver.max_batch_of(rows, plays), max_panes,
-            out.i, out.f, out.x, out.e, out.r, seg_done,
+            driver.pattern, Positions(times, plays, driver.pair_ok_of(rows, plays), rows), driver.slots,
+            driver.attributes, seg, lo, hi, row_first, row_k, slide, panes,
+            driver.max_batch_of(rows, plays), max_panes, Channels(out.i, out.f, out.x, out.e, out.r), seg_done,
         )
 
     generated = background.generated_or_requested(kernel_shape, "run_sliding", len(rows), SPECIALIZE_MIN_EVENTS,
@@ -259,12 +257,9 @@ def _run_mixed(driver: Any, engine: Any, subs: Any, seg: np.ndarray, start: np.n
         max_span = max(1, int((hi[last] - lo).max()))
         p = driver.pair_arrays
         mixed_grouped.run_mixed_sliding(
-            times, subs.bits, driver.pair_ok[rows], driver.nv, driver.pred_ptr, driver.pred_idx,
-            driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.n_i, c.n_f,
-            driver.a_int, driver.a_flt, driver.a_valid, driver.a_key, rows,
-            p.pair_of, p.pair_flags, p.m_of, p.live_i, p.live_f, *p.ranks,
-            seg, k, lo, hi, slide, size, group, max_batch, max_span,
-            out.i, out.f, out.e, out.r, redo,
+            driver.pattern, Positions(times, subs.bits, driver.pair_ok[rows], rows), driver.slots,
+            driver.attributes, p, seg, k, lo, hi, slide, size, group, max_batch, max_span,
+            Channels(out.i, out.f, out.x, out.e, out.r), redo,
         )
     again = np.flatnonzero(redo)
     if len(again):
@@ -293,14 +288,13 @@ def _run_ring(driver: Any, engine: Any, rows: np.ndarray, plays: np.ndarray, seg
     out = KernelOut.unfilled(len(seg), c)  # each window's row is written or marked to redo
     redo = np.zeros(len(seg), np.bool_)
     p = driver.no_pair_arrays if share.mode == SHARE_TAKE else driver.pair_arrays
+    widest, pred_bit = _preds_widest_first(driver)
     mixed_one_pass.run_mixed_ring(
-        times, plays, driver.pair_ok[rows], driver.nv, driver.pred_ptr, *_preds_widest_first(driver),
-        driver.start_bits, driver.final_bits, c.program, driver.op_ptr, c.n_i, c.n_f,
-        driver.a_int, driver.a_flt, driver.a_valid, rows, p.pair_of, p.pair_flags, p.live_i, p.live_f,
-        driver.var_live_i, driver.var_live_f, *p.ranks,
+        driver.pattern._replace(pred_idx=widest), pred_bit, Positions(times, plays, driver.pair_ok[rows], rows),
+        driver.slots, driver.attributes, p, driver.var_live_i, driver.var_live_f,
         seg, k, lo, hi, slide, panes, driver._max_batch(times, plays),
         span if span is not None else _max_live_span(times // slide, seg_ptr, panes),
-        out.i, out.f, out.e, out.r, redo, *share.arguments(),
+        Channels(out.i, out.f, out.x, out.e, out.r), redo, share.arguments(),
     )
     return out, redo
 
