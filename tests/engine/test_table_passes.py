@@ -51,9 +51,9 @@ def test_type_codes_equal_their_definition(values: list, names: list[str], slice
     for at in (1, len(times) // 2, len(times) - 1):  # one descent, anywhere, is found
         later = times.astype(np.float64)
         later[at] = later[at - 1] - 0.5
-        assert type_codes(column, names, later)[2] is (None if by_arrow else False)
-    assert type_codes(column, names)[2] is None  # (not asked)
-    assert type_codes(column, names, times.astype(np.int32))[2] is None  # (other dtypes: the caller checks)
+        assert type_codes(column, names, later).ordered is (None if by_arrow else False)
+    assert type_codes(column, names).ordered is None  # (not asked)
+    assert type_codes(column, names, times.astype(np.int32)).ordered is None  # (other dtypes: the caller checks)
 
 
 def test_a_type_absent_from_the_rows_is_not_seen() -> None:

@@ -40,7 +40,7 @@ from cogra.runtime.executors import type_grained
 from cogra.runtime.aggregates import AttributeValues, layout_of
 from cogra.runtime.context import Batch, ExecContext, PairPredicates
 from cogra.runtime.output import ResultRow, build_table, check_window_range
-from cogra.runtime.compiled.event_types import type_codes
+from cogra.runtime.compiled.event_types import TypeCodes, type_codes
 from cogra.runtime.physical import PhysicalPlan, WindowRun, physical_plan
 from cogra.runtime.compiled.time_order import ascending
 from cogra.runtime.compiled.substream_split import combination_rows, play_bits, whole_table_rows
@@ -129,7 +129,7 @@ class Engine:
         type_names = sorted(set(b.automaton.event_types) | {n.event_type for n in b.negations})
         found = (type_codes(table.column(b.type_column), type_names, times_np)
                  if b.type_column is not None else None)
-        ordered = found[2] if found is not None and found[2] is not None else ascending(times_np)
+        ordered = found.ordered if found is not None and found.ordered is not None else ascending(times_np)
         self._plain_codes = None
         if not ordered and b.plain_keys:
             # Sorted by key, then time (as Spark hands a partition over): every sub-stream
@@ -145,7 +145,7 @@ class Engine:
             by_time = pc.sort_indices(table, [(b.time_column, "ascending")])
             self.table = table.take(by_time)
             if found is not None:
-                found = (found[0][by_time.to_numpy()], found[1], True)
+                found = found._replace(codes=found.codes[by_time.to_numpy()], ordered=True)
         self.n = self.table.num_rows
         col = self.table.column(b.time_column)
         if ordered and not pa.types.is_timestamp(col.type):  # (already read above, in order)
@@ -163,7 +163,7 @@ class Engine:
         self.pairs = PairPredicates(b, self.columns)
         self.absent_types: tuple[str, ...] = ()
         """Pattern types no event of the input has (a misspelled type matches nothing)."""
-        self._row_types(type_names, found[:2] if found is not None else None)
+        self._row_types(type_names, found)
         if b.guarding_negations:
             self._blocker_counts()
         self._cuts: tuple[Any, Any] | None = None
@@ -207,7 +207,7 @@ class Engine:
     def ctx(self) -> ExecContext:
         return ExecContext(self.bound.automaton, self.layout, self.values, self.pairs)
 
-    def _row_types(self, named: list[str], found: tuple[np.ndarray, np.ndarray] | None) -> None:
+    def _row_types(self, named: list[str], found: TypeCodes | None) -> None:
         """Each row's event type as a small code (``found``: :func:`type_codes`' codes of
         the ``named`` types, where that pass applied), and what a code means: the play bits of
         its type's states (:attr:`type_bits`) and whether the pattern names it at all
@@ -226,7 +226,7 @@ class Engine:
         else:
             names = list(named)
             if found is not None:  # a string column, its named types compared in one pass
-                codes, seen = found
+                codes, seen = found.codes, found.seen
                 present = {n for n, hit in zip(names, seen.tolist()) if hit}
             else:
                 col = one_array(col)

@@ -9,6 +9,8 @@ bytes with the few named types is ~5 ms.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -103,8 +105,19 @@ def _one_byte_codes(offsets, data, byte_codes, out, seen, times):
     return off == 0, not descents
 
 
+class TypeCodes(NamedTuple):
+    """What :func:`type_codes` finds in one pass over a type column."""
+
+    codes: np.ndarray
+    """int8 per row: its type's index among the names (``len(names)``: another type)."""
+    seen: np.ndarray
+    """bool per index: whether some row has it."""
+    ordered: bool | None
+    """Whether the rows' times never decrease (None: not checked)."""
+
+
 def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str],
-               times: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, bool | None] | None:
+               times: np.ndarray | None = None) -> TypeCodes | None:
     """Per row, the index of its type among ``names`` (``len(names)`` for another type),
     as int8, whether some row has each index (found in the same pass: a
     ``numpy.bincount`` of the int8 codes widens them first, ~3 ms per 3M rows), and, where
@@ -134,7 +147,7 @@ def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str],
                 byte_codes[e[0]] = code
         one_byte, ordered = _one_byte_codes(offsets, data, byte_codes, out, seen, order_of)
         if one_byte:
-            return out, seen, bool(ordered) if checked else None
+            return TypeCodes(out, seen, bool(ordered) if checked else None)
         seen[:] = False
     if all(len(e) <= 7 for e in encoded):
         words = np.array([(len(e) << 56) | int.from_bytes(e, "little") for e in encoded] or [-1], np.int64)
@@ -148,16 +161,16 @@ def type_codes(column: pa.ChunkedArray | pa.Array, names: list[str],
             out[hit] = code
             seen[code] = bool(hit.any())
         seen[len(names)] = bool((out == len(names)).any())
-        return out, seen, None
+        return TypeCodes(out, seen, None)
     else:
         name_offsets = np.zeros(len(encoded) + 1, np.int64)
         name_offsets[1:] = np.cumsum([len(e) for e in encoded])
         name_data = np.frombuffer(b"".join(encoded) or b"\0", np.uint8)
         ordered = _codes(offsets, data, name_offsets, name_data, out, seen, order_of)
-    return out, seen, bool(ordered) if checked else None
+    return TypeCodes(out, seen, bool(ordered) if checked else None)
 
 
 _NOT_CHECKED = np.zeros(0, np.int64)
 
 
-__all__ = ["MAX_NAMED", "type_codes"]
+__all__ = ["MAX_NAMED", "TypeCodes", "type_codes"]
