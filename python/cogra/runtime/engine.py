@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from cogra.runtime.arrow_arrays import empty, one_array, take
+from cogra.runtime.arrow_arrays import one_array, take
 from cogra.analysis.expressions import ROLE_NEXT, Val, evaluate, truth
 from cogra.analysis.granularity import Executor
 from cogra.runtime.compiled.codes import PAIR_WORD_BITS, edge_bits

@@ -54,11 +54,12 @@ def finish(func: str, n: int, s1: int, s2: int, scale: int, non_finite: float) -
     """The exact value of spread aggregate ``func`` (its name) from its sums; NaN where a
     non-finite value (``non_finite``: their sum, 0.0 for none) is among them, as Spark's
     ``x - mean`` is then NaN."""
-    var = variance(n, s1, s2, scale, func in SAMPLE) if not non_finite else None
-    if var is None:
-        if n == 0 or (func in SAMPLE and n == 1):
-            return None
+    sample = func in SAMPLE
+    if n == 0 or (sample and n == 1):
+        return None
+    if non_finite:
         return math.nan
+    var = variance(n, s1, s2, scale, sample)
     return sqrt_rounded(var) if func in ROOTED else var
 
 

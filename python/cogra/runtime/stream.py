@@ -130,13 +130,14 @@ def _unsupported_reason(plan: Any) -> str | None:
         return "an absence (NOT at the pattern's edge) is decided by the window's later events"
     if not is_integral(WindowSpec.of(b.query.window, b.time_type), b.time_type):
         return "windows need an integer or timestamp time column and whole sizes"
-    if any(slot.role == "sq" for slot in _slots(b)):
+    slots = _slots(b)
+    if any(slot.role == "sq" for slot in slots):
         # Its sums of squares are exact in fixed-width channels only while a window's
         # trend counts stay below ~2**31 -- which ties in time pass within a few dozen
         # events under every semantics -- and a window the channels cannot decide is
         # re-run from its events.
         return "a spread (VAR_*, STDDEV_*) is exact only from its window's events once counts are large"
-    for slot in _slots(b):
+    for slot in slots:
         t = b.schema.field(slot.attribute).type
         if pa.types.is_decimal(t):
             return f"{slot.attribute} is a decimal"
@@ -747,10 +748,9 @@ class StreamEvaluation:
 
 
 def _slots(bound: Any):
-    from cogra.runtime.aggregates import Layout
+    from cogra.runtime.aggregates import layout_of
 
-    layout = Layout(bound.query, bound.automaton.state_variables, bound.schema)
-    return [s for s in layout.slots if s.attribute]
+    return [s for s in layout_of(bound).slots if s.attribute]
 
 
 __all__ = ["StreamEvaluation", "WindowStore", "unsupported_reason", "values_may_stop"]

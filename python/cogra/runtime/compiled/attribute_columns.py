@@ -193,9 +193,9 @@ def square_limbs(parts: list[np.ndarray], count: int) -> list[np.ndarray]:
     for k in range(len(acc) - 1):
         acc[k + 1] += acc[k] >> LIMB_BITS
         acc[k] &= LIMB_MASK
-    if any(a.any() for a in acc[count:]):
-        raise ValueError(f"a square needs more than {count} limbs")
-    return [a.view(np.int64) for a in acc[:count]] + [np.zeros(n, np.int64)] * max(0, count - len(acc))
+    if count > len(acc) or any(a.any() for a in acc[count:]):
+        raise ValueError(f"{len(parts)} limbs square into {len(acc)}, not {count}")
+    return [a.view(np.int64) for a in acc[:count]]
 
 
 __all__ = ["NAN_BITS", "FloatStats", "attribute_scales", "float_columns", "float_stats", "magnitude_limbs",

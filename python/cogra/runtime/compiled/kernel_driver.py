@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from functools import cached_property
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -461,12 +461,12 @@ class KernelDriver:
                 raise Unsupported(f"{attr} is {t}")
         for attr, count in self.square_limbs:  # the exact squares' limbs, from the exact values
             j = attrs.index(attr)
-            a_int = full("a_int")
+            a_int, a_valid = full("a_int"), full("a_valid")
             parts = magnitude_limbs(a_int[j], a_int[attrs.index(attr + SPLIT_SUFFIX)] if attr in self.split else None)
             for limb, values in enumerate(square_limbs(parts, count)):
                 jj = attrs.index(square_attribute(attr, limb))
                 a_int[jj] = values
-                full("a_valid")[jj] = full("a_valid")[j]
+                a_valid[jj] = a_valid[j]
         for name, dtype in dtypes.items():
             setattr(self, name, matrices[name] if name in matrices else np.zeros((k, 1), dtype))
         self.x_decoders = []

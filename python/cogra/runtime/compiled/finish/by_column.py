@@ -66,7 +66,6 @@ from cogra.runtime.compiled.channels import (
     limb_weights,
     slot_limbs,
 )
-from cogra.runtime import spread
 from cogra.runtime.output import build_table, order, overflow_error, table_schema
 
 ENABLED = True
