@@ -208,13 +208,17 @@ each of these patterns under each semantics, with each of these aggregate lists 
 reads as ``A.v`` where the pattern has no ``B``), over a floating attribute."""
 
 
-def _common_table(events: int, signed: bool):
+def _common_table(events: int, signed: bool, kind: str = "string"):
+    """``events`` events at distinct times, nine in ten of type ``A``, the rest ``B``: a type
+    column of Arrow type ``kind`` (``string``, ``large_string`` or ``dictionary``)."""
     import numpy as np
     import pyarrow as pa
 
     rng = np.random.default_rng(1)
     v = rng.integers(1, 100, events).astype(np.float64) * (rng.choice([-1.0, 1.0], events) if signed else 1.0)
-    return pa.table({"type": pa.array(np.where(rng.random(events) < 0.9, "A", "B")),
+    types = pa.array(np.where(rng.random(events) < 0.9, "A", "B"),
+                     pa.large_string() if kind == "large_string" else pa.string())
+    return pa.table({"type": types.dictionary_encode() if kind == "dictionary" else types,
                      "time": np.arange(events, dtype=np.int64), "v": v})
 
 
@@ -265,6 +269,77 @@ def common_examples() -> None:
     _generated_in_the_foreground()
     _examples(20_000)
     _examples(1_000_000)
+
+
+TYPE_COLUMN_TYPES = ("dictionary", "string", "large_string")
+"""The Arrow types of a type column a first call meets: Parquet readers hand over
+dictionaries, tables built in Python strings (each takes its own type-code kernel)."""
+
+
+def first_calls() -> None:
+    """The first calls a user is likely to make, the cheapest first: :data:`COMMON_PATTERNS`
+    x semantics with each of :data:`COMMON_AGGREGATES` over each of
+    :data:`TYPE_COLUMN_TYPES`, over 2M events (run in chunks) and 20k (in one pass), then
+    q1-q3 over 1M and 20k.  :func:`record_first_use` runs them in a fresh process on the
+    bundle and records the kernels they load, in order: what the warm start loads first."""
+    for events in (2_000_000, 20_000):
+        tables = {kind: _common_table(events, False, kind) for kind in TYPE_COLUMN_TYPES}
+        for aggregates in COMMON_AGGREGATES:
+            for pattern in COMMON_PATTERNS:
+                for semantics in ("any", "next", "contiguous"):
+                    query = f"RETURN {aggregates if 'B' in pattern else aggregates.replace('B.v', 'A.v')} " \
+                            f"PATTERN {pattern} SEMANTICS {semantics}"
+                    for kind in TYPE_COLUMN_TYPES:
+                        _evaluate(query, tables[kind], type_column="type")
+    _examples(1_000_000)
+    _examples(20_000)
+
+
+def record_first_use(*, out=sys.stderr) -> int:
+    """Run :func:`first_calls` in a fresh process on the package's bundle (empty caches, no
+    warm start, nothing compiled in the background) and write the modules of cogra it
+    imported and the kernels it loaded, in the order it loaded them, as the bundle's
+    first-use record (:data:`kernel_bundle.FIRST_USE`); returns how many kernels."""
+    import json
+    import tempfile
+
+    from cogra.runtime import kernel_bundle
+
+    with tempfile.TemporaryDirectory(prefix="cogra-first-use-") as scratch:
+        env = {**os.environ, "NUMBA_CACHE_DIR": str(Path(scratch) / "numba"), "COGRA_CACHE": str(Path(scratch) / "cogra"),
+               "COGRA_WARM_START": "0", "COGRA_BACKGROUND_COMPILE": "0"}
+        for name in ("COGRA_KERNEL_BUNDLE", "COGRA_GENERATED_KERNELS", "NUMBA_CPU_NAME"):
+            env.pop(name, None)
+        done = subprocess.run([sys.executable, "-m", "cogra.warmup", FIRST_USE_CHILD], env=env,
+                              capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise RuntimeError(f"cogra warm: recording the first calls' kernels failed:\n{done.stderr[-3000:]}")
+    record = json.loads(done.stdout.strip().splitlines()[-1])
+    (kernel_bundle.bundle_root() / kernel_bundle.FIRST_USE).write_text(json.dumps(record, indent=0))
+    print(f"cogra warm: first-use record of {len(record['modules'])} modules and {len(record['kernels'])} kernels",
+          file=out)
+    return len(record["kernels"])
+
+
+FIRST_USE_CHILD = "--first-use"
+"""``python -m cogra.warmup --first-use``: :func:`first_calls`, then the modules they
+imported and the kernels they loaded from the bundle as JSON (the child
+:func:`record_first_use` runs)."""
+
+
+def _first_use_child() -> None:
+    import json
+
+    from cogra.runtime import kernel_bundle
+
+    if not kernel_bundle.usable():
+        raise SystemExit("the package's kernel bundle does not fit this process")
+    import cogra.examples  # noqa: F401 - the workload's own data, not what a call imports
+
+    before = set(sys.modules)
+    first_calls()
+    modules = [name for name in sys.modules if name.startswith("cogra.") and name not in before]
+    print(json.dumps({"modules": modules, "kernels": [list(k) for k in kernel_bundle.loaded_from_bundle()]}))
 
 
 @case
@@ -374,6 +449,8 @@ def bundle(target: Path | None = None, jobs: int | None = None, *, out=sys.stder
             "generated": generated}, indent=1))
         shutil.rmtree(target, ignore_errors=True)
         fresh.rename(target)
+    if target.resolve() == kernel_bundle.bundle_root().resolve():
+        record_first_use(out=out)
     size = sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
     print(f"cogra warm: bundle of {entries} kernels and {generated} generated ones ({size / 2**20:.1f} MiB) "
           f"in {target}", file=out)
@@ -410,4 +487,4 @@ def _bundle_generated(sources: Path, cache: Path, target: Path) -> int:
 
 
 if __name__ == "__main__":  # python -m cogra.warmup CASE (one case, in this process)
-    CASES[sys.argv[1]]()
+    _first_use_child() if sys.argv[1] == FIRST_USE_CHILD else CASES[sys.argv[1]]()

@@ -111,11 +111,12 @@ from cogra.runtime import kernel_bundle, warm_start
 assert warm_start.wait(300)
 lazy = "numpy.ma" in sys.modules  # (numba's typeof of an ndarray imports it: the warm start does)
 from cogra.bench.first_run import grid_data, grid_query
-table = grid_data({"type": "dictionary", "events": 50_000})
 loaded = {(d.py_func.__module__, d.py_func.__name__, sig) for d in kernel_bundle._DISPATCHERS for sig in d.overloads}
-for semantics in ("any", "next", "contiguous"):
-    cogra.evaluate(grid_query({"semantics": semantics, "aggregates": "all five"}), table, type_column="type",
-                   on_overflow="null")
+for kind in ("dictionary", "string"):
+    table = grid_data({"type": kind, "events": 20_000})
+    for semantics in ("any", "next", "contiguous"):
+        cogra.evaluate(grid_query({"semantics": semantics, "aggregates": "all five"}), table, type_column="type",
+                       on_overflow="null")
 after = {(d.py_func.__module__, d.py_func.__name__, sig) for d in kernel_bundle._DISPATCHERS for sig in d.overloads}
 print(json.dumps({"steps": warm_start.steps(), "loaded": len(loaded), "lazy_imports_done": lazy,
                   "by_the_call": sorted(f"{m}.{f}" for m, f, _ in after - loaded)}))
@@ -123,9 +124,10 @@ print(json.dumps({"steps": warm_start.steps(), "loaded": len(loaded), "lazy_impo
 
 
 def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing(tmp_path: Path) -> None:
-    """``import cogra`` starts the warm start (numba's target, then the bundle, the kernels
-    every call runs first): once it is done, a first call of each semantics loads no
-    generic kernel itself; with ``COGRA_WARM_START=0`` nothing is loaded ahead."""
+    """``import cogra`` starts the warm start (numba's runtime, the bundle's first-use
+    record in its order, then the modules every call runs, then the rest): once it is done,
+    a first call of a common shape loads nothing itself, its generated kernel included;
+    with ``COGRA_WARM_START=0`` nothing is loaded ahead."""
     from cogra.runtime import warm_start
 
     if not kernel_bundle.usable():
@@ -136,16 +138,94 @@ def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing
     done = subprocess.run([sys.executable, "-c", WARM_START], env=settings, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     warm = json.loads(done.stdout.strip().splitlines()[-1])
-    assert warm["steps"][:1 + len(warm_start.FIRST)] == ["numba target", *warm_start.FIRST], warm["steps"]
-    # The calls load only their shapes' generated modules (common shapes: from the bundle,
-    # ~15 ms each), no generic kernel.
+    record = kernel_bundle.first_use()
+    first_use = [f"import {m}" for m in record.modules] + [f"{k.module}.{k.function}" for k in record.kernels]
+    steps = warm["steps"]
+    assert steps[0] == warm_start.RUNTIME and steps[1:1 + len(first_use)] == first_use, steps
+    assert steps[1 + len(first_use):1 + len(first_use) + len(warm_start.FIRST)] == list(warm_start.FIRST), steps
     assert warm["loaded"] > 30 and warm["lazy_imports_done"], warm
-    assert all(name.startswith("cogra_kernel_") for name in warm["by_the_call"]), warm["by_the_call"]
+    assert warm["by_the_call"] == [], warm["by_the_call"]
     settings[warm_start.WARM_START_ENV] = "0"
     done = subprocess.run([sys.executable, "-c", WARM_START], env=settings, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     cold = json.loads(done.stdout.strip().splitlines()[-1])
     assert cold["steps"] == [] and cold["loaded"] == 0 and cold["by_the_call"] and not cold["lazy_imports_done"], cold
+    assert any(name.startswith("cogra_kernel_") for name in cold["by_the_call"]), cold["by_the_call"]
+
+
+def test_the_first_use_record_names_kernels_the_bundle_holds() -> None:
+    """The record the warm start follows (written when the bundle is built, by running the
+    common first calls on it): common shapes' generated kernels, in one pass and in chunks,
+    and the type codes of each Arrow type of a type column -- each one the bundle holds."""
+    from cogra.runtime.compiled.codegen import kernel_cache
+
+    if not kernel_bundle.usable():
+        pytest.skip("no kernel bundle fits this checkout: `make setup` builds it")
+    record = kernel_bundle.first_use().kernels
+    assert record, "the bundle has no first-use record: `cogra warm --bundle` writes it"
+    assert "cogra.runtime.engine" in kernel_bundle.first_use().modules
+    assert len(set(record)) == len(record)
+    functions = {(k.module.split(".")[-1], k.function) for k in record}
+    assert {("event_types", "_one_byte_codes"), ("substream_split", "_whole_table_rows")} <= functions
+    generated = [k for k in record if k.module.startswith("cogra_kernel_")]
+    assert {k.function for k in generated} >= {"kernel", "kernel_continue"}
+    for k in record:
+        import importlib
+
+        module = (kernel_cache.bundled_module(k.module.removeprefix("cogra_kernel_")) if k.module.startswith("cogra_kernel_")
+                  else importlib.import_module(k.module))
+        dispatcher = getattr(module, k.function)
+        bundle = dispatcher._cache._bundle_file(dispatcher.targetctx.codegen())
+        assert bundle is not None and k.signature in {kernel_bundle.signature_text(sig) for sig, _, _ in bundle._load_index()}, k
+
+
+LOADS_WITHOUT_REFRESH = r"""
+import json, sys
+import numpy as np
+import cogra
+from cogra.bench.first_run import grid_data, grid_query
+from cogra.runtime import kernel_bundle
+table = grid_data({"type": "string", "events": 20_000})
+got = cogra.evaluate(grid_query({"semantics": "any", "aggregates": "all five"}), table, type_column="type",
+                     on_overflow="null").to_pylist()
+from numba.core.imputils import builtin_registry
+from numba.core.registry import cpu_target
+refreshed = builtin_registry in cpu_target.target_context._registries  # (installed by numba's refresh)
+loaded = [list(k) for k in kernel_bundle.loaded_from_bundle()]
+# A compile afterwards refreshes the registries itself: np.median's typing and lowering
+# are among those the loads skipped.
+from numba import njit
+median = njit(lambda a: np.median(a))(np.array([3.0, 1.0, 2.0]))
+print(json.dumps({"got": got, "refreshed": refreshed, "loaded": loaded, "median": median}))
+"""
+
+
+def test_kernels_load_without_numba_refreshing_its_registries(tmp_path: Path) -> None:
+    """Loading a kernel (from the bundle, or numba's own cache) initialises numba's runtime
+    only, not its typing and lowering registries (~110 ms of a first call): the kernels run
+    and give the answer the Python executors give, and a compile in the same process still
+    finds every registration."""
+    if not kernel_bundle.usable():
+        pytest.skip("no kernel bundle fits this checkout: `make setup` builds it")
+    import cogra
+    from cogra.bench.first_run import grid_data, grid_query
+
+    settings = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "COGRA_CACHE": str(tmp_path / "cogra"),
+                "COGRA_BACKGROUND_COMPILE": "0", "COGRA_WARM_START": "0"}
+    done = subprocess.run([sys.executable, "-c", LOADS_WITHOUT_REFRESH], env=settings, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    fresh = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not fresh["refreshed"] and fresh["median"] == 2.0
+    loaded = {(m.split(".")[-1], f) for m, f, _ in fresh["loaded"]}
+    assert ("event_types", "_one_byte_codes") in loaded and any(m.startswith("cogra_kernel_") for m, _, _ in fresh["loaded"])
+    table = grid_data({"type": "string", "events": 20_000})
+    expected = cogra.evaluate(grid_query({"semantics": "any", "aggregates": "all five"}), table, type_column="type",
+                              on_overflow="null", compiled=False).to_pylist()
+    assert len(fresh["got"]) == len(expected) == 1
+    for key, value in expected[0].items():
+        assert fresh["got"][0][key] == (value if value is None else pytest.approx(value, rel=1e-12)), key
+    assert any(value is not None for value in expected[0].values())
 
 
 def _bundle(root: Path, **manifest: object) -> Path:

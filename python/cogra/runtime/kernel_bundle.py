@@ -45,7 +45,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from numba.core.caching import FunctionCache, IndexDataCacheFile
 
@@ -177,8 +177,26 @@ def generated_has(source: Path, function: str) -> bool:
     return any(source.parent.glob(f"{source.stem}.{function}-*.nbi"))
 
 
+def numba_runtime(target_context: Any) -> None:
+    """Make numba's runtime ready to run loaded kernels: its memory functions linked into
+    the process (``rtsys.initialize``; ~30 ms once).  All that loading a kernel needs."""
+    from numba.core.runtime import rtsys
+
+    rtsys.initialize(target_context)
+
+
 class BundledCache(FunctionCache):
-    """numba's per-function disk cache, falling back to the bundle on a miss."""
+    """numba's per-function disk cache, falling back to the bundle on a miss, and loading
+    either without refreshing numba's registries.
+
+    numba's own ``load_overload`` first refreshes the target's typing and lowering
+    registries -- importing some sixty of numba's modules (linear algebra, random numbers,
+    typed containers...) and registering their templates: ~110 ms of a fresh process,
+    ~0.3 s where the user's own work holds the interpreter meanwhile.  A cached entry is
+    machine code and the descriptors to call it: rebuilding it needs numba's runtime
+    (:func:`numba_runtime`), not the registries, and a call of a loaded kernel only types
+    its arguments (``typeof``).  A compile still refreshes them first (numba's
+    ``CompilerBase``), so nothing compiled ever misses a registration."""
 
     _bundle: IndexDataCacheFile | None | bool = False  # False: not looked up yet
 
@@ -197,7 +215,9 @@ class BundledCache(FunctionCache):
         return self._bundle
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
-        found = super().load_overload(sig, target_context)
+        numba_runtime(target_context)
+        with self._guard_against_spurious_io_errors():
+            found = self._load_overload(sig, target_context)
         if found is not None or not self._enabled:
             return found
         codegen = target_context.codegen()
@@ -209,9 +229,84 @@ class BundledCache(FunctionCache):
         if data is None:
             return None
         try:
-            return self._impl.rebuild(target_context, data)
+            found = self._impl.rebuild(target_context, data)
         except Exception:  # noqa: BLE001 - an unreadable entry is a miss: the kernel compiles
             return None
+        _FROM_BUNDLE.append(Kernel(self._py_func.__module__, self._py_func.__qualname__, signature_text(sig)))
+        return found
+
+
+class Kernel(NamedTuple):
+    """One compiled kernel of the bundle: a function and one signature of it."""
+
+    module: str
+    """The function's module: ``cogra.runtime.compiled...``, or ``cogra_kernel_<shape key>``
+    for a generated module of the bundle."""
+    function: str
+    signature: str
+    """Its argument types as :func:`signature_text` writes them."""
+
+
+def signature_text(sig: Any) -> str:
+    """A signature's argument types as text (numba's own spelling: the key a recorded
+    kernel is found by in the bundle's index)."""
+    from numba.core import sigutils
+
+    return str(tuple(sigutils.normalize_signature(sig)[0]))
+
+
+_FROM_BUNDLE: list[Kernel] = []
+"""Every kernel this process loaded from the bundle, in order (:func:`loaded_from_bundle`)."""
+
+
+def loaded_from_bundle() -> list[Kernel]:
+    """The kernels this process loaded from the bundle, in the order it loaded them."""
+    return list(_FROM_BUNDLE)
+
+
+FIRST_USE = "first_use.json"
+"""The bundle's record of what common first queries import and load, in the order they
+load it (:func:`first_use`, written by :func:`cogra.warmup.record_first_use`)."""
+
+
+class FirstUse(NamedTuple):
+    """What common first calls need beyond ``import cogra``: what the warm start makes
+    ready first (:mod:`cogra.runtime.warm_start`)."""
+
+    modules: list[str]
+    """The modules of cogra they import (the engine, its executors...: ~20 ms)."""
+    kernels: list[Kernel]
+    """The kernels they load from the bundle, in the order they first need them."""
+
+
+def first_use() -> FirstUse:
+    """The bundle's first-use record; empty where the bundle is not usable or has none."""
+    if not usable():
+        return FirstUse([], [])
+    try:
+        found = json.loads((bundle_root() / FIRST_USE).read_text())
+    except (OSError, ValueError):
+        return FirstUse([], [])
+    return FirstUse([m for m in found.get("modules", []) if isinstance(m, str) and m.startswith("cogra.")],
+                    [Kernel(*entry) for entry in found.get("kernels", []) if len(entry) == 3])
+
+
+def preload_kernel(dispatcher: Any, signature: str) -> bool:
+    """Load the bundle's ``dispatcher`` kernel of ``signature`` (a :func:`signature_text`)
+    unless it is loaded already; whether it was loaded now.  Nothing is compiled: a
+    signature the bundle lacks is skipped."""
+    cache = getattr(dispatcher, "_cache", None)
+    bundle = cache._bundle_file(dispatcher.targetctx.codegen()) if isinstance(cache, BundledCache) else None
+    if bundle is None:
+        return False
+    machine = _manifest_key(bundle_root())
+    for sig, entry_machine, _ in bundle._load_index():
+        if entry_machine == machine and signature_text(sig) == signature:
+            if tuple(sig) in dispatcher.overloads:
+                return False
+            dispatcher.compile(sig)
+            return True
+    return False
 
 
 _DISPATCHERS: list[Any] = []
@@ -277,7 +372,7 @@ def preload() -> int:
     return sum(preload_module(module) for module in bundled_modules())
 
 
-__all__ = ["BUNDLE_ENV", "GENERATED", "GENERIC_ONLY", "MANIFEST", "BundledCache", "bundle_root", "bundled_modules", "entry_dir",
-           "generated_has", "generated_source", "preload",
-           "preload_module", "python_tag",
+__all__ = ["BUNDLE_ENV", "FIRST_USE", "FirstUse", "GENERATED", "GENERIC_ONLY", "MANIFEST", "BundledCache", "Kernel", "bundle_root",
+           "bundled_modules", "entry_dir", "first_use", "generated_has", "generated_source", "loaded_from_bundle",
+           "numba_runtime", "preload", "preload_kernel", "preload_module", "python_tag", "signature_text",
            "sources_hash", "usable", "use_bundle"]

@@ -1,15 +1,23 @@
 """Getting numba and the shipped kernels ready while the user loads data.
 
-A fresh process's first ``cogra.evaluate`` used to pay, before any event was read, for
-numba's CPU target (its typing and lowering registries: ~0.4 s) and for loading each
-kernel it runs from the bundle (:mod:`cogra.runtime.kernel_bundle`; ~10 ms each, 65 in
-all): ~1 s on a 2-core machine, against 0.05-0.3 s for the steady state's whole call over
-millions of events.  Neither depends on the query, so ``import cogra`` starts a daemon
-thread (:func:`start`) that does both, the kernels every query runs first; the thread
-pauses while a call runs, and a call that needs a kernel the thread has not reached
-loads it itself (numba's compiler lock orders the two).  What a user does between
+A fresh process's first ``cogra.evaluate`` would pay, before any event is read, for
+importing numba and initialising its runtime (~0.15 s) and for loading each kernel it runs
+from the bundle (:mod:`cogra.runtime.kernel_bundle`; 3-8 ms each, a generated module's
+import ~8 ms more): 0.2-0.3 s on a 2-core machine, against 0.03-0.3 s for the steady
+state's whole call over millions of events.  None of it depends on the query, so ``import
+cogra`` starts a daemon thread (:func:`start`) that does it: numba's runtime, then the
+modules and kernels the bundle's record says common first calls import and load, in the
+order they load them
+(:func:`kernel_bundle.first_use`, recorded when the bundle is built: the shapes a user
+starts with, in one window and in chunks, over each Arrow type of a type column, and
+q1-q3), then the modules every call runs (:data:`FIRST`), then the rest of the bundle.
+The thread pauses while a call runs, and a call that needs a kernel the thread has not
+reached loads it itself (numba's compiler lock orders the two).  What a user does between
 the import and the first call -- reading Parquet, building a table -- mostly releases
-the GIL, so the thread's work hides behind it.
+the GIL, so the thread's work hides behind it.  Why the record rather than whole modules
+in a fixed order: a module holds the kernels of every argument type (float times, int64
+type codes...), and a first call needs a few of them and its shape's generated kernel;
+loading whole modules, the kernels a first COUNT needed were ready ~0.2 s later.
 
 Where it would only compete: a Python worker of a Spark executor (its task runs at once;
 a prepared executor's daemon loads the bundle before forking, :mod:`cogra.spark.daemon`),
@@ -23,7 +31,10 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from cogra.runtime.kernel_bundle import Kernel
 
 WARM_START_ENV = "COGRA_WARM_START"
 
@@ -37,10 +48,10 @@ FIRST = (
     "cogra.runtime.compiled.finish.by_column",
     "cogra.runtime.compiled.aggregators.coarse_grained",
 )
-"""The modules whose bundled kernels are loaded first: those every query's first call
-runs (time order, type codes, sub-streams, attribute columns, the finish), then the
-generic window kernel (a common shape runs its generated one, shipped in the bundle
-too); the rest of the bundle follows."""
+"""The modules whose bundled kernels (every signature) are loaded after the first-use
+record's: those every query's first call runs (time order, type codes, sub-streams,
+attribute columns, the finish), then the generic window kernel (a common shape runs its
+generated one, shipped in the bundle too); the rest of the bundle follows."""
 
 _THREAD: threading.Thread | None = None
 _STOP = threading.Event()
@@ -104,7 +115,7 @@ def _run() -> None:
         for name, step in _plan():
             if _STOP.is_set():
                 raise _Stopped
-            if name != "numba target":
+            if name != RUNTIME:
                 _wait_for_calls()
             step()
             _STEPS.append(name)
@@ -117,7 +128,7 @@ def _run() -> None:
 
 
 def _wait_for_calls() -> None:
-    """Wait while a call of this process runs, before each kernel past numba's target: the
+    """Wait while a call of this process runs, before each kernel past numba's runtime: the
     call loads what it needs itself, and loading beside it took the GIL and numba's
     compiler lock from it -- kernels it may never need (a fresh process's first call over
     3M events ran 0.1-0.3 s slower), and those every call needs first too (which the call,
@@ -138,28 +149,63 @@ class _Stopped(Exception):
 def _plan() -> list[tuple[str, Callable[[], object]]]:
     from cogra.runtime import kernel_bundle
 
-    def target() -> None:
+    def runtime() -> None:
         import numpy.ma  # noqa: F401 - numba's typeof of an ndarray imports it (numpy loads it lazily): 10-25 ms
         from numba.core.compiler_lock import global_compiler_lock
         from numba.core.registry import cpu_target
 
-        # Under numba's compiler lock, as a compile refreshes them: the registries are
-        # generators, and a call loading its first kernel meanwhile refreshed the same ones
-        # from its thread ("ValueError: generator already executing").
-        with global_compiler_lock:
-            cpu_target.typing_context.refresh()
-            cpu_target.target_context.refresh()
+        with global_compiler_lock:  # (as a call's first load initialises it)
+            kernel_bundle.numba_runtime(cpu_target.target_context)
 
-    plan: list[tuple[str, Callable[[], object]]] = [("numba target", target)]
+    plan: list[tuple[str, Callable[[], object]]] = [(RUNTIME, runtime)]
     if not kernel_bundle.usable():
         return plan
+    record = kernel_bundle.first_use()
+    plan += [(f"import {module}", (lambda m=module: _import(m))) for module in record.modules]
+    plan += [(f"{kernel.module}.{kernel.function}", (lambda k=kernel: _load(k))) for kernel in record.kernels]
     modules = list(FIRST) + [m for m in kernel_bundle.bundled_modules() if m not in FIRST]
     plan += [(module, (lambda m=module: kernel_bundle.preload_module(m, _wait_for_calls))) for module in modules]
     return plan
+
+
+RUNTIME = "numba runtime"
+"""The first step's name: numba imported and its runtime ready to load kernels."""
+
+
+def _import(module: str) -> None:
+    """Import a module of the first-use record (one cogra no longer has is skipped)."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        pass
+
+
+def _load(kernel: "Kernel") -> None:
+    """Load one kernel of the bundle's first-use record: a generic one (its module
+    imported), or a common shape's generated one (its module imported from the bundle)."""
+    import importlib
+
+    from cogra.runtime import kernel_bundle
+
+    if kernel.module.startswith(GENERATED_PREFIX):
+        from cogra.runtime.compiled.codegen import kernel_cache
+
+        module = kernel_cache.bundled_module(kernel.module[len(GENERATED_PREFIX):])
+    else:
+        module = importlib.import_module(kernel.module)
+    dispatcher = getattr(module, kernel.function, None) if module is not None else None
+    if dispatcher is not None:
+        kernel_bundle.preload_kernel(dispatcher, kernel.signature)
+
+
+GENERATED_PREFIX = "cogra_kernel_"
+"""A generated module's name: this prefix and its shape's key."""
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(before=wait)
 
 
-__all__ = ["FIRST", "WARM_START_ENV", "seconds", "start", "steps", "stop", "wait", "wanted"]
+__all__ = ["FIRST", "RUNTIME", "WARM_START_ENV", "seconds", "start", "steps", "stop", "wait", "wanted"]

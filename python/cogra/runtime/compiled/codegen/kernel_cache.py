@@ -91,25 +91,41 @@ def _module_for(shape: Shape):
     with _LOADING:
         if key in _LOADED:
             return _LOADED[key]
-        bundled = _bundled(key)
-        if bundled is not None:
-            path = bundled
-        else:
+        path = _bundled(key)
+        if path is None:
             path, current = _source_path(shape)
             if not current:
                 tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp")
                 tmp.write_text(_version_line() + _source(shape))
                 os.replace(tmp, path)
-        name = f"cogra_kernel_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec and spec.loader
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        if bundled is not None:
-            _load_from_bundle(module)
-        _LOADED[key] = module
+        return _import(key, path)
+
+
+def bundled_module(key: str):
+    """The bundle's generated module of shape ``key``, imported once per process (the warm
+    start loads the common shapes' kernels ahead of a first call); None where the bundle
+    has none, or generated kernels are off."""
+    module = _LOADED.get(key)
+    if module is not None:
         return module
+    with _LOADING:
+        if key in _LOADED:
+            return _LOADED[key]
+        path = _bundled(key)
+        return None if path is None else _import(key, path)
+
+
+def _import(key: str, path: Path):
+    """Import the generated module of shape ``key`` from ``path`` (under :data:`_LOADING`)."""
+    name = f"cogra_kernel_{key}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    _use_bundle(module)
+    _LOADED[key] = module
+    return module
 
 
 def _bundled(key: str) -> Path | None:
@@ -122,10 +138,11 @@ def _bundled(key: str) -> Path | None:
     return kernel_bundle.generated_source(key, generator_version())
 
 
-def _load_from_bundle(module: object) -> None:
-    """Give a bundled module's dispatchers the bundle as their cache's fallback
-    (:func:`kernel_bundle.use_bundle`): the generated source decorates with numba's own
-    ``njit``, whose cache looks in numba's cache directory only."""
+def _use_bundle(module: object) -> None:
+    """Give a generated module's dispatchers the bundle's cache (:func:`kernel_bundle.use_bundle`):
+    the generated source decorates with numba's own ``njit``, whose cache looks in numba's
+    cache directory only, and refreshes numba's registries before each load
+    (:class:`kernel_bundle.BundledCache` does neither)."""
     from numba.core.registry import CPUDispatcher
 
     from cogra.runtime import kernel_bundle
