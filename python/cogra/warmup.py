@@ -298,8 +298,8 @@ def first_calls() -> None:
 def record_first_use(*, out=sys.stderr) -> int:
     """Run :func:`first_calls` in a fresh process on the package's bundle (empty caches, no
     warm start, nothing compiled in the background) and write the modules of cogra it
-    imported and the kernels it loaded, in the order it loaded them, as the bundle's
-    first-use record (:data:`kernel_bundle.FIRST_USE`); returns how many kernels."""
+    imported and the kernels it loaded, in the order it did, as the bundle's first-use
+    record (:data:`kernel_bundle.FIRST_USE`); returns how many kernels."""
     import json
     import tempfile
 
@@ -316,9 +316,9 @@ def record_first_use(*, out=sys.stderr) -> int:
         raise RuntimeError(f"cogra warm: recording the first calls' kernels failed:\n{done.stderr[-3000:]}")
     record = json.loads(done.stdout.strip().splitlines()[-1])
     (kernel_bundle.bundle_root() / kernel_bundle.FIRST_USE).write_text(json.dumps(record, indent=0))
-    print(f"cogra warm: first-use record of {len(record['modules'])} modules and {len(record['kernels'])} kernels",
-          file=out)
-    return len(record["kernels"])
+    kernels = sum(1 for step in record["steps"] if not isinstance(step, str))
+    print(f"cogra warm: first-use record of {len(record['steps']) - kernels} modules and {kernels} kernels", file=out)
+    return kernels
 
 
 FIRST_USE_CHILD = "--first-use"
@@ -336,10 +336,24 @@ def _first_use_child() -> None:
         raise SystemExit("the package's kernel bundle does not fit this process")
     import cogra.examples  # noqa: F401 - the workload's own data, not what a call imports
 
-    before = set(sys.modules)
+    # Each kernel is recorded after the modules of cogra imported since the one before.
+    steps: list = []
+    seen = set(sys.modules)
+    load = kernel_bundle.BundledCache.load_overload
+
+    def recording(cache, sig, target_context):
+        new = [name for name in sys.modules if name not in seen]
+        seen.update(new)
+        steps.extend(name for name in new if name.startswith("cogra."))
+        before = len(kernel_bundle.loaded_from_bundle())
+        found = load(cache, sig, target_context)
+        steps.extend(list(k) for k in kernel_bundle.loaded_from_bundle()[before:])
+        return found
+
+    kernel_bundle.BundledCache.load_overload = recording
     first_calls()
-    modules = [name for name in sys.modules if name.startswith("cogra.") and name not in before]
-    print(json.dumps({"modules": modules, "kernels": [list(k) for k in kernel_bundle.loaded_from_bundle()]}))
+    steps.extend(name for name in sys.modules if name not in seen and name.startswith("cogra."))
+    print(json.dumps({"steps": steps}))
 
 
 @case

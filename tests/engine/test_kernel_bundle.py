@@ -138,8 +138,14 @@ def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing
     done = subprocess.run([sys.executable, "-c", WARM_START], env=settings, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     warm = json.loads(done.stdout.strip().splitlines()[-1])
-    record = kernel_bundle.first_use()
-    first_use = [f"import {m}" for m in record.modules] + [f"{k.module}.{k.function}" for k in record.kernels]
+    first_use = []
+    for step in kernel_bundle.first_use():
+        if isinstance(step, str):
+            first_use.append(f"import {step}")
+            continue
+        if step.module.startswith("cogra_kernel_") and f"import {step.module}" not in first_use:
+            first_use.append(f"import {step.module}")  # (a generated module's import: a step of its own)
+        first_use.append(f"{step.module}.{step.function}")
     steps = warm["steps"]
     assert steps[0] == warm_start.RUNTIME and steps[1:1 + len(first_use)] == first_use, steps
     assert steps[1 + len(first_use):1 + len(first_use) + len(warm_start.FIRST)] == list(warm_start.FIRST), steps
@@ -155,13 +161,21 @@ def test_import_loads_the_bundle_in_the_background_so_a_first_call_loads_nothing
 
 def test_the_first_use_record_names_kernels_the_bundle_holds() -> None:
     """The record the warm start follows (written when the bundle is built, by running the
-    common first calls on it): common shapes' generated kernels, in one pass and in chunks,
-    and the type codes of each Arrow type of a type column -- each one the bundle holds."""
+    common first calls on it): the modules they import, each before the first kernel
+    after it, common shapes' generated kernels, in one pass and in chunks, and the type
+    codes of each Arrow type of a type column -- each kernel one the bundle holds."""
     if not kernel_bundle.usable():
         pytest.skip("no kernel bundle fits this checkout: `make setup` builds it")
-    record = kernel_bundle.first_use().kernels
+    steps = kernel_bundle.first_use()
+    record = [step for step in steps if isinstance(step, kernel_bundle.Kernel)]
     assert record, "the bundle has no first-use record: `cogra warm --bundle` writes it"
-    assert "cogra.runtime.engine" in kernel_bundle.first_use().modules
+    # A module comes before the first kernel that needs it: the engine before any kernel,
+    # each kernel's own module before it.
+    modules = [step for step in steps if isinstance(step, str)]
+    assert "cogra.runtime.engine" in modules and steps.index("cogra.runtime.engine") < steps.index(record[0])
+    for kernel in record:
+        if kernel.module in modules:
+            assert steps.index(kernel.module) < steps.index(kernel), kernel
     assert len(set(record)) == len(record)
     functions = {(k.module.split(".")[-1], k.function) for k in record}
     assert {("event_types", "_one_byte_codes"), ("substream_split", "_whole_table_rows")} <= functions

@@ -265,30 +265,33 @@ def loaded_from_bundle() -> list[Kernel]:
 
 
 FIRST_USE = "first_use.json"
-"""The bundle's record of what common first queries import and load, in the order they
-load it (:func:`first_use`, written by :func:`cogra.warmup.record_first_use`)."""
+"""The bundle's record of what common first queries import and load, in the order they do
+(:func:`first_use`, written by :func:`cogra.warmup.record_first_use`)."""
 
 
-class FirstUse(NamedTuple):
-    """What common first calls need beyond ``import cogra``: what the warm start makes
-    ready first (:mod:`cogra.runtime.warm_start`)."""
-
-    modules: list[str]
-    """The modules of cogra they import (the engine, its executors...: ~20 ms)."""
-    kernels: list[Kernel]
-    """The kernels they load from the bundle, in the order they first need them."""
+FirstUseStep = str | Kernel
+"""One step of the first-use record: a module of cogra to import, or a kernel to load."""
 
 
-def first_use() -> FirstUse:
-    """The bundle's first-use record; empty where the bundle is not usable or has none."""
+def first_use() -> list[FirstUseStep]:
+    """What common first calls need beyond ``import cogra``, in the order they first need
+    it: the modules of cogra they import (the engine, its executors...) just before the
+    kernels that follow them, and the kernels, generic and generated, they load from the
+    bundle.  What the warm start makes ready first (:mod:`cogra.runtime.warm_start`).
+    Empty where the bundle is not usable or has no record."""
     if not usable():
-        return FirstUse([], [])
+        return []
     try:
         found = json.loads((bundle_root() / FIRST_USE).read_text())
     except (OSError, ValueError):
-        return FirstUse([], [])
-    return FirstUse([m for m in found.get("modules", []) if isinstance(m, str) and m.startswith("cogra.")],
-                    [Kernel(*entry) for entry in found.get("kernels", []) if len(entry) == 3])
+        return []
+    steps: list[FirstUseStep] = []
+    for step in found.get("steps", []):
+        if isinstance(step, str) and step.startswith("cogra."):
+            steps.append(step)
+        elif isinstance(step, list) and len(step) == 3:
+            steps.append(Kernel(*step))
+    return steps
 
 
 def preload_kernel(dispatcher: Any, signature: str) -> bool:
@@ -372,7 +375,7 @@ def preload() -> int:
     return sum(preload_module(module) for module in bundled_modules())
 
 
-__all__ = ["BUNDLE_ENV", "FIRST_USE", "FirstUse", "GENERATED", "GENERIC_ONLY", "MANIFEST", "BundledCache", "Kernel", "bundle_root",
+__all__ = ["BUNDLE_ENV", "FIRST_USE", "FirstUseStep", "GENERATED", "GENERIC_ONLY", "MANIFEST", "BundledCache", "Kernel", "bundle_root",
            "bundled_modules", "entry_dir", "first_use", "generated_has", "generated_source", "loaded_from_bundle",
            "numba_runtime", "preload", "preload_kernel", "preload_module", "python_tag", "signature_text",
            "sources_hash", "usable", "use_bundle"]

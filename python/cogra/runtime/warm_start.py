@@ -7,7 +7,7 @@ import ~8 ms more): 0.2-0.3 s on a 2-core machine, against 0.03-0.3 s for the st
 state's whole call over millions of events.  None of it depends on the query, so ``import
 cogra`` starts a daemon thread (:func:`start`) that does it: numba's runtime, then the
 modules and kernels the bundle's record says common first calls import and load, in the
-order they load them
+order they do
 (:func:`kernel_bundle.first_use`, recorded when the bundle is built: the shapes a user
 starts with, in one window and in chunks, over each Arrow type of a type column, and
 q1-q3), then the modules every call runs (:data:`FIRST`), then the rest of the bundle.
@@ -160,9 +160,16 @@ def _plan() -> list[tuple[str, Callable[[], object]]]:
     plan: list[tuple[str, Callable[[], object]]] = [(RUNTIME, runtime)]
     if not kernel_bundle.usable():
         return plan
-    record = kernel_bundle.first_use()
-    plan += [(f"import {module}", (lambda m=module: _import(m))) for module in record.modules]
-    plan += [(f"{kernel.module}.{kernel.function}", (lambda k=kernel: _load(k))) for kernel in record.kernels]
+    generated: set[str] = set()
+    for step in kernel_bundle.first_use():
+        if isinstance(step, str):
+            plan.append((f"import {step}", (lambda m=step: _import(m))))
+            continue
+        if step.module.startswith(GENERATED_PREFIX) and step.module not in generated:
+            # (a step of its own: a call beginning meanwhile waits for less)
+            generated.add(step.module)
+            plan.append((f"import {step.module}", (lambda m=step.module: _generated_module(m))))
+        plan.append((f"{step.module}.{step.function}", (lambda k=step: _load(k))))
     modules = list(FIRST) + [m for m in kernel_bundle.bundled_modules() if m not in FIRST]
     plan += [(module, (lambda m=module: kernel_bundle.preload_module(m, _wait_for_calls))) for module in modules]
     return plan
@@ -190,14 +197,19 @@ def _load(kernel: "Kernel") -> None:
     from cogra.runtime import kernel_bundle
 
     if kernel.module.startswith(GENERATED_PREFIX):
-        from cogra.runtime.compiled.codegen import kernel_cache
-
-        module = kernel_cache.bundled_module(kernel.module[len(GENERATED_PREFIX):])
+        module = _generated_module(kernel.module)
     else:
         module = importlib.import_module(kernel.module)
     dispatcher = getattr(module, kernel.function, None) if module is not None else None
     if dispatcher is not None:
         kernel_bundle.preload_kernel(dispatcher, kernel.signature)
+
+
+def _generated_module(name: str) -> object | None:
+    """The bundle's generated module ``name`` (``cogra_kernel_<shape key>``), imported once."""
+    from cogra.runtime.compiled.codegen import kernel_cache
+
+    return kernel_cache.bundled_module(name[len(GENERATED_PREFIX):])
 
 
 GENERATED_PREFIX = "cogra_kernel_"
