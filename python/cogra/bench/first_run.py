@@ -344,9 +344,10 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         "`python/cogra/bench/first_run.py` for the method. Each case runs in a fresh process whose kernel "
         "caches are empty: only the kernels compiled ahead of time that ship with cogra"
         + ("" if result["bundle"] else " (**no bundle fitted this process**: it compiled them)")
-        + ". *Import*: `import cogra`; *data*: building the input after it (as a user's own loading "
+        + ", and the package's bytecode, as an install writes it. *Import*: `import cogra`; *data*: building the input after it (as a user's own loading "
         "would); *warm start*: how long the thread `import cogra` starts to load numba and the bundle ran "
-        "(`runtime/warm_start.py`; marked * where it had not ended when the first call began); *first*: "
+        "(`runtime/warm_start.py`: the bundle's first-use record first; marked * where it had not ended "
+        "when the first call began, the call loading itself what the thread had not reached); *first*: "
         "the first `cogra.evaluate`; *steady*: the same process once every kernel the "
         "query uses is compiled (best of three later calls). *Cache warm*: the first call of a second "
         f"fresh process on the caches the first left (a machine after its first queries). Target: "
