@@ -7,10 +7,10 @@ import ~8 ms more): 0.2-0.3 s on a 2-core machine, against 0.03-0.3 s for the st
 state's whole call over millions of events.  None of it depends on the query, so ``import
 cogra`` starts a daemon thread (:func:`start`) that does it: numba's runtime, then the
 modules and kernels the bundle's record says common first calls import and load, in the
-order they do
-(:func:`kernel_bundle.first_use`, recorded when the bundle is built: the shapes a user
-starts with, in one window and in chunks, over each Arrow type of a type column, and
-q1-q3), then the modules every call runs (:data:`FIRST`), then the rest of the bundle.
+order they do (:func:`kernel_bundle.first_use`, recorded when the bundle is built: the
+shapes a user starts with, in one window and in chunks, over each Arrow type of a type
+column, and q1-q3), then the modules every call runs (:data:`FIRST`), then the rest of
+the bundle.
 The thread pauses while a call runs, and a call that needs a kernel the thread has not
 reached loads it itself (numba's compiler lock orders the two).  What a user does between
 the import and the first call -- reading Parquet, building a table -- mostly releases
