@@ -208,6 +208,13 @@ each of these patterns under each semantics, with each of these aggregate lists 
 reads as ``A.v`` where the pattern has no ``B``), over a floating attribute."""
 
 
+def common_query(aggregates: str, pattern: str, semantics: str) -> str:
+    """A common shape's query (``B.v`` read as ``A.v`` where the pattern has no ``B``)."""
+    if "B" not in pattern:
+        aggregates = aggregates.replace("B.v", "A.v")
+    return f"RETURN {aggregates} PATTERN {pattern} SEMANTICS {semantics}"
+
+
 def _common_table(events: int, signed: bool, kind: str = "string"):
     """``events`` events at distinct times, nine in ten of type ``A``, the rest ``B``: a type
     column of Arrow type ``kind`` (``string``, ``large_string`` or ``dictionary``)."""
@@ -255,10 +262,7 @@ def common_shapes() -> None:
                     for aggregates in COMMON_AGGREGATES:
                         if signed and "SUM" not in aggregates:
                             continue
-                        if "B" not in pattern:
-                            aggregates = aggregates.replace("B.v", "A.v")
-                        _evaluate(f"RETURN {aggregates} PATTERN {pattern} SEMANTICS {semantics}", table,
-                                  type_column="type")
+                        _evaluate(common_query(aggregates, pattern, semantics), table, type_column="type")
     chunked.CHUNK_ROWS, chunked.MIN_ROWS = limits
 
 
@@ -287,8 +291,7 @@ def first_calls() -> None:
         for aggregates in COMMON_AGGREGATES:
             for pattern in COMMON_PATTERNS:
                 for semantics in ("any", "next", "contiguous"):
-                    query = f"RETURN {aggregates if 'B' in pattern else aggregates.replace('B.v', 'A.v')} " \
-                            f"PATTERN {pattern} SEMANTICS {semantics}"
+                    query = common_query(aggregates, pattern, semantics)
                     for kind in TYPE_COLUMN_TYPES:
                         _evaluate(query, tables[kind], type_column="type")
     _examples(1_000_000)

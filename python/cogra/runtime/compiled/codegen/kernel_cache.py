@@ -79,40 +79,42 @@ _LOADING = threading.Lock()
 
 
 def _module_for(shape: Shape):
-    """The generated module of a shape (written and imported once per process).
-
-    The source is written to a temporary file of this process *and thread* and renamed
-    into place, so that processes and threads writing the same module at once never see
-    a partial file nor lose each other's temporary file."""
-    key = shape.key
-    module = _LOADED.get(key)
-    if module is not None:
-        return module
-    with _LOADING:
-        if key in _LOADED:
-            return _LOADED[key]
-        path = _bundled(key)
-        if path is None:
-            path, current = _source_path(shape)
-            if not current:
-                tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp")
-                tmp.write_text(_version_line() + _source(shape))
-                os.replace(tmp, path)
-        return _import(key, path)
+    """The generated module of a shape (written and imported once per process): the
+    bundle's where it has one, else the one written to the cache (:func:`_written`)."""
+    return _once(shape.key, lambda: _bundled(shape.key) or _written(shape))
 
 
 def bundled_module(key: str):
     """The bundle's generated module of shape ``key``, imported once per process (the warm
     start loads the common shapes' kernels ahead of a first call); None where the bundle
     has none, or generated kernels are off."""
+    return _once(key, lambda: _bundled(key))
+
+
+def _once(key: str, path_of: Callable[[], Path | None]):
+    """The module of shape ``key`` this process imported, else the one at ``path_of()``
+    imported now (under :data:`_LOADING`); None where ``path_of`` finds none."""
     module = _LOADED.get(key)
     if module is not None:
         return module
     with _LOADING:
         if key in _LOADED:
             return _LOADED[key]
-        path = _bundled(key)
+        path = path_of()
         return None if path is None else _import(key, path)
+
+
+def _written(shape: Shape) -> Path:
+    """The shape's module in the cache, written there unless this version's is.  The source
+    goes to a temporary file of this process *and thread* and is renamed into place, so
+    that processes and threads writing the same module at once never see a partial file
+    nor lose each other's temporary file."""
+    path, current = _source_path(shape)
+    if not current:
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.{uuid.uuid4().hex}.tmp")
+        tmp.write_text(_version_line() + _source(shape))
+        os.replace(tmp, path)
+    return path
 
 
 def _import(key: str, path: Path):
