@@ -28,3 +28,9 @@ warm_want=$( (echo "$want"; cat python/cogra/warmup.py; .venv/bin/python -c "fro
 if [ "${COGRA_WARM:-1}" != "0" ] && { [ ! -f "$warm_stamp" ] || [ "$(cat "$warm_stamp")" != "$warm_want" ] || [ ! -f python/cogra/_kernels/manifest.json ]; }; then
   .venv/bin/cogra warm --bundle && echo "$warm_want" > "$warm_stamp"
 fi
+# The class archive cogra.spark.session()'s driver JVM starts from (~40 s once per JDK,
+# pyspark and shim jar; a no-op afterwards): a new session ~2 s sooner.  Without one,
+# sessions start as plain Spark's do, so a failure here is a warning.
+if [ "${COGRA_WARM:-1}" != "0" ]; then
+  .venv/bin/cogra warm --spark > /dev/null || echo "setup: no class archive for the Spark driver (sessions start slower); see the error above" >&2
+fi

@@ -86,6 +86,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_warm(args: argparse.Namespace) -> int:
     from cogra import warmup
 
+    if args.spark:
+        from cogra.spark import archive_dump
+
+        return archive_dump.main(["--force"] if args.force else [])
     if args.bundle is not None:
         return 1 if warmup.bundle(Path(args.bundle) if args.bundle else None, args.jobs) else 0
     return 1 if warmup.run(args.jobs) else 0
@@ -123,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bundle", nargs="?", const="", default=None, metavar="DIR",
                    help="compile for the architecture's baseline CPU into the bundle that ships with "
                         "cogra (default: the package's _kernels directory) instead of this machine's cache")
+    p.add_argument("--spark", action="store_true",
+                   help="instead: dump the class archive that cogra.spark.session()'s driver JVM starts from "
+                        "(where none matches this JDK, pyspark and shim jar; ~40 s)")
+    p.add_argument("--force", action="store_true", help="with --spark: dump it again")
     p.set_defaults(func=cmd_warm)
     importlib.import_module("cogra.bench")  # registers `cogra bench`
     if importlib.util.find_spec("pyspark") is not None:

@@ -47,21 +47,31 @@ def local_defaults(master: str) -> dict[str, str]:
     return {**LOCAL_DEFAULTS, **(LOOPBACK if master.strip().startswith("local") else {})}
 
 
-def _quiet_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """``settings`` for a driver JVM about to start, without the console lines a user can
-    do nothing about: Spark's logging from :data:`LOG_CONFIG` (unless the user set the
-    driver's Java options), and for a local master ``SPARK_LOCAL_IP`` -- the address the
-    session binds to anyway (:data:`LOOPBACK`) -- so that Spark does not warn that the
-    host name resolves to a loopback address.  Nothing where a JVM already runs."""
+def _driver_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """``settings`` for a driver JVM about to start (unchanged where a JVM already runs).
+
+    Unless the user set the driver's Java options: the classes of the driver's class
+    archive where ``cogra warm --spark`` dumped one (:mod:`cogra.spark.class_archive`:
+    ``session()`` ~2 s sooner), and Spark's logging from :data:`LOG_CONFIG` (unless
+    ``JAVA_TOOL_OPTIONS`` names a logging configuration), without the console lines a user
+    can do nothing about.  For a local master, ``SPARK_LOCAL_IP`` -- the address the session
+    binds to anyway (:data:`LOOPBACK`) -- so that Spark does not warn that the host name
+    resolves to a loopback address."""
     from pyspark import SparkContext
+
+    from cogra.spark import class_archive
 
     if SparkContext._jvm is not None:  # (a gateway is up: its JVM has started)
         return settings
     if not is_cluster(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK["spark.driver.bindAddress"])
-    if "spark.driver.extraJavaOptions" not in settings and "log4j2.configurationFile" not in os.environ.get(
-            "JAVA_TOOL_OPTIONS", ""):
-        settings = {**settings, "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"}
+    if "spark.driver.extraJavaOptions" not in settings:
+        extra = [p for p in str(settings.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
+        options = [class_archive.java_options(jar_path(), extra)]
+        if "log4j2.configurationFile" not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
+            options.append(f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
+        if any(options):
+            settings = {**settings, "spark.driver.extraJavaOptions": " ".join(o for o in options if o)}
     return settings
 
 
@@ -163,7 +173,7 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     warm_up = prepare_executors is None and not is_cluster(master)
     builder = SparkSession.builder.appName(app_name).master(master)
     daemon = {"spark.python.daemon.module": workers.DAEMON_MODULE} if prepare or warm_up else {}
-    settings = _quiet_start(master, {**local_defaults(master), **daemon, **{str(k): v for k, v in conf.items()}})
+    settings = _driver_start(master, {**local_defaults(master), **daemon, **{str(k): v for k, v in conf.items()}})
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
