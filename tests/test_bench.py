@@ -376,14 +376,19 @@ def test_the_first_run_section_judges_each_case_and_feeds_the_readme(tmp_path: P
     result = {"quick": False, "date": "2026-11-29 00:00 UTC", "bundle": True, "cores": 2,
               "first_touch_ms_per_mb": 0.2, "process": [case("q1", 0.2, 0.1), case("any, COUNT, string", 0.5, 0.05)],
               "spark": {"events": 2_000_000, "repeat": 3, "plain_session": 7.0, "cogra_session": 7.4,
-                        "first": 7.0, "second": 3.0, "spark_first": 2.4, "spark_second": 0.8},
+                        "first": 7.0, "second": 3.0, "spark_first": 2.4, "spark_second": 0.8,
+                        "archive": False, "to_first_result": 15.0, "no_archive_session": 9.0,
+                        "no_archive_first": 8.0, "no_archive_second": 3.2, "no_archive_to_first_result": 18.5},
               "executor": []}
     (tmp_path / "benchmarks.md").write_text("# Benchmarks\n")
     first_run.write_report(result, tmp_path)
     md = (tmp_path / "benchmarks.md").read_text()
     assert "| q1 | 1,000,000 | 0.60 | 0.20 | 1.10* | 0.200 | 0.100 | 0.50 | met | 0.100 |" in md
     assert "| any, COUNT, string | 1,000,000 | 0.60 | 0.20 | 1.10* | 0.500 | 0.050 | 0.10 | **not met** |" in md
-    assert "| session (s) | 7.40 | 7.00 (plain) | +0.40 s | met |" in md
+    assert "| session (s) (**the driver did not map the class archive**) | 7.40 | 7.00 (plain) | +0.40 s | met |" in md
+    assert "| session without the class archive (s) | 9.00 | 7.00 (plain) | +2.00 s | |" in md
+    assert "| q1 without the class archive, first (s) | 8.00 | 3.20 (second) | 2.50x | |" in md
+    assert "| start of the script to q1's first result (s) | 15.00 | 18.50 (without the archive) | -3.50 s | |" in md
     assert "| q1, first MATCH_TREND (s) | 7.00 | 3.00 (second) | 2.33x | **not met** |" in md
     assert "| Spark's own window query of q1's shape, first (s) | 2.40 | 0.80 (second) | 3.00x |" in md
     assert readme.first_run_span(md) == ("0.10-0.50 of its rate (first 0.20-0.50 s, steady 0.050-0.100 s; "

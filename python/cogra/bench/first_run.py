@@ -213,9 +213,14 @@ else:
     from cogra.spark import session
     spark = session(app_name="first-run-cogra", master="local[2]")
 result = {"session": time.perf_counter() - started}
+if which != "plain":
+    from cogra.spark.class_archive import driver_pid, mapped_archive
+    result["archive"] = mapped_archive(driver_pid(spark)) is not None
 if parquet:
+    t = time.perf_counter()
     spark.read.parquet(parquet).createOrReplaceTempView("activity")
-    if which == "cogra":
+    result["read"] = time.perf_counter() - t
+    if which != "plain":
         from cogra.examples import Q1
         sql = "SELECT * FROM MATCH_TREND(TABLE(activity), '" + Q1 + "')"
     else:
@@ -224,6 +229,8 @@ if parquet:
         t = time.perf_counter()
         spark.sql(sql).collect()
         result[name] = time.perf_counter() - t
+        if name == "first":
+            result["to_first_result"] = time.perf_counter() - started
 spark.stop()
 print(json.dumps(result))
 """
@@ -260,39 +267,56 @@ def first_touch_ms_per_mb() -> float:
     return float(done.stdout.strip())
 
 
+SPARK_CASES = ("plain", "cogra", "cogra-no-archive")
+"""A plain application (Spark's own window query), one of ``cogra.spark.session()`` and
+one whose driver JVM starts without the class archive (``COGRA_CLASS_ARCHIVE=0``)."""
+
+
 def spark_runs(events: int, repeat: int, log: Any) -> dict:
     """A new Spark application per run, each in a fresh process with empty kernel caches:
     how long ``cogra.spark.session()`` takes against a plain ``SparkSession.builder...
-    getOrCreate()`` (both ``local[2]``), and the new application's first MATCH_TREND of q1
-    over ``events`` Parquet rows against its second."""
+    getOrCreate()`` (both ``local[2]``), with and without the driver's class archive
+    (:mod:`cogra.spark.class_archive`), the new application's first MATCH_TREND of q1 over
+    ``events`` Parquet rows against its second, and the whole wait from the script's start
+    to the first query's result (the Parquet table's schema included)."""
     from cogra.examples import EXAMPLES
 
-    plain, cogra_session, first, second, spark_first, spark_second = [], [], [], [], [], []
+    runs: dict[str, list[dict]] = {which: [] for which in SPARK_CASES}
     with tempfile.TemporaryDirectory(prefix="cogra-first-run-") as scratch:
         parquet = Path(scratch) / "activity.parquet"
         import pyarrow.parquet as pq
 
         pq.write_table(next(e for e in EXAMPLES if e.name == "q1").data(events, seed=1), parquet)
         for i in range(repeat):
-            for which in ("plain", "cogra"):
+            for which in SPARK_CASES:
                 caches = Path(scratch) / f"caches-{which}-{i}"
                 env = {**os.environ, "NUMBA_CACHE_DIR": str(caches / "numba"), "COGRA_CACHE": str(caches / "cogra"),
-                       "PYSPARK_PYTHON": sys.executable}
+                       "PYSPARK_PYTHON": sys.executable,
+                       "COGRA_CLASS_ARCHIVE": "0" if which == "cogra-no-archive" else "1"}
                 done = subprocess.run([sys.executable, "-c", SPARK_CHILD, which, str(parquet)], env=env,
                                       capture_output=True, text=True, timeout=1800)
                 if done.returncode:
                     raise RuntimeError(f"first-run Spark child {which} failed:\n{done.stderr[-3000:]}")
-                r = json.loads(done.stdout.strip().splitlines()[-1])
-                (plain if which == "plain" else cogra_session).append(r["session"])
-                (first if which == "cogra" else spark_first).append(r["first"])
-                (second if which == "cogra" else spark_second).append(r["second"])
-    row = {"events": events, "repeat": repeat, "plain_session": statistics.median(plain),
-           "cogra_session": statistics.median(cogra_session), "first": statistics.median(first),
-           "second": statistics.median(second), "spark_first": statistics.median(spark_first),
-           "spark_second": statistics.median(spark_second)}
-    log(f"first-run Spark: session {row['cogra_session']:.2f} s (plain {row['plain_session']:.2f} s), "
-        f"q1 over {events:,} rows first {row['first']:.2f} s, second {row['second']:.2f} s; Spark's own "
-        f"window query first {row['spark_first']:.2f} s, second {row['spark_second']:.2f} s")
+                runs[which].append(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    def median(which: str, key: str) -> float:
+        return statistics.median(r[key] for r in runs[which])
+
+    row = {"events": events, "repeat": repeat, "plain_session": median("plain", "session"),
+           "cogra_session": median("cogra", "session"), "first": median("cogra", "first"),
+           "second": median("cogra", "second"), "to_first_result": median("cogra", "to_first_result"),
+           "archive": all(r["archive"] for r in runs["cogra"]),
+           "no_archive_session": median("cogra-no-archive", "session"),
+           "no_archive_first": median("cogra-no-archive", "first"),
+           "no_archive_second": median("cogra-no-archive", "second"),
+           "no_archive_to_first_result": median("cogra-no-archive", "to_first_result"),
+           "spark_first": median("plain", "first"), "spark_second": median("plain", "second"),
+           "spark_to_first_result": median("plain", "to_first_result"), "runs": runs}
+    log(f"first-run Spark: session {row['cogra_session']:.2f} s (without the class archive "
+        f"{row['no_archive_session']:.2f} s; plain {row['plain_session']:.2f} s), q1 over {events:,} rows first "
+        f"{row['first']:.2f} s, second {row['second']:.2f} s, first result {row['to_first_result']:.2f} s after the "
+        f"start (without the archive {row['no_archive_to_first_result']:.2f} s); Spark's own window query first "
+        f"{row['spark_first']:.2f} s, second {row['spark_second']:.2f} s")
     return row
 
 
@@ -377,11 +401,21 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
         add("| measure | cogra | reference | ratio | target |")
         add("|---|---:|---:|---:|---|")
         extra = spark["cogra_session"] - spark["plain_session"]
-        add(f"| session (s) | {spark['cogra_session']:.2f} | {spark['plain_session']:.2f} (plain) | "
+        archive = "" if spark.get("archive", True) else " (**the driver did not map the class archive**)"
+        add(f"| session (s){archive} | {spark['cogra_session']:.2f} | {spark['plain_session']:.2f} (plain) | "
             f"{extra:+.2f} s | {_verdict(extra <= 1.0)} |")
         ratio = spark["first"] / spark["second"]
         add(f"| q1, first MATCH_TREND (s) | {spark['first']:.2f} | {spark['second']:.2f} (second) | "
             f"{ratio:.2f}x | {_verdict(ratio <= 2.0)} |")
+        if spark.get("no_archive_session") is not None:
+            add(f"| session without the class archive (s) | {spark['no_archive_session']:.2f} | "
+                f"{spark['plain_session']:.2f} (plain) | {spark['no_archive_session'] - spark['plain_session']:+.2f} s | |")
+            add(f"| q1 without the class archive, first (s) | {spark['no_archive_first']:.2f} | "
+                f"{spark['no_archive_second']:.2f} (second) | "
+                f"{spark['no_archive_first'] / spark['no_archive_second']:.2f}x | |")
+            add(f"| start of the script to q1's first result (s) | {spark['to_first_result']:.2f} | "
+                f"{spark['no_archive_to_first_result']:.2f} (without the archive) | "
+                f"{spark['to_first_result'] - spark['no_archive_to_first_result']:+.2f} s | |")
         if spark.get("spark_first"):
             own = spark["spark_first"] / spark["spark_second"]
             add(f"| Spark's own window query of q1's shape, first (s) | {spark['spark_first']:.2f} | "
@@ -392,6 +426,12 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
                 "`bench/first_run.py`'s `SPARK_WINDOW_QUERY` (a filter, a shuffle by patient, a sort by "
                 "time, `LAG`, an aggregate) over the same rows: what a new application's first query "
                 "pays in the JVM (class loading, code generation, JIT compilation), whatever the query.")
+            add("")
+        if spark.get("no_archive_session") is not None:
+            add("*Without the class archive*: the same application with `COGRA_CLASS_ARCHIVE=0`, its driver "
+                "JVM loading every class from the jars (`cogra.spark.class_archive`; `make setup` dumps the "
+                "archive). *Start of the script to q1's first result*: `session()`, the Parquet table's schema "
+                "(a Spark job, behind the warm-up's probe tasks) and the first query, as a script meets them.")
             add("")
     if result["executor"]:
         add(f"A fresh executor: each query through `spark.sql` on `local-cluster[2,1,1024]` "
@@ -413,5 +453,5 @@ def write_report(result: dict, docs_dir: Path, out_dir: Path | None = None) -> P
     return sections.write_section(docs_dir, "first-run", lines)
 
 
-__all__ = ["AGGREGATES", "QUERIES", "TARGET", "cluster_runs", "grid_cases", "grid_data", "grid_query",
+__all__ = ["AGGREGATES", "QUERIES", "SPARK_CASES", "TARGET", "cluster_runs", "grid_cases", "grid_data", "grid_query",
            "process_runs", "run", "spark_runs", "write_report"]
