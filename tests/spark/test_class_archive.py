@@ -71,7 +71,7 @@ def test_the_key_follows_what_the_jdk_checks(tmp_path, monkeypatch) -> None:
     assert class_archive.archive_key(str(jar)) != added
 
 
-def test_a_driver_about_to_start_gets_the_archive_unless_the_user_set_java_options(monkeypatch) -> None:
+def test_a_driver_about_to_start_gets_the_archive_unless_the_user_set_java_options(tmp_path, monkeypatch) -> None:
     import importlib
 
     from pyspark import SparkContext
@@ -79,15 +79,38 @@ def test_a_driver_about_to_start_gets_the_archive_unless_the_user_set_java_optio
     session_module = importlib.import_module("cogra.spark.session")  # (the package exports the function)
 
     monkeypatch.setattr(SparkContext, "_jvm", None)  # (as before the first session)
-    monkeypatch.setattr(class_archive, "java_options", lambda jar, extra=(): f"ARCHIVE:{len(extra)}")
+    monkeypatch.setattr(class_archive, "java_options",
+                        lambda jar, extra=(), memory=None: f"ARCHIVE:{len(extra)}:{memory}")
     monkeypatch.delenv("JAVA_TOOL_OPTIONS", raising=False)
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(conf))
     started = session_module._driver_start("local[2]", {})
     options = started["spark.driver.extraJavaOptions"].split()
-    assert options[0] == "ARCHIVE:0" and options[1].startswith("-Dlog4j2.configurationFile=")
-    with_path = session_module._driver_start("local[2]", {"spark.driver.extraClassPath": "/a.jar:/b.jar"})
-    assert with_path["spark.driver.extraJavaOptions"].startswith("ARCHIVE:2 ")
+    assert options[0] == "ARCHIVE:0:None" and options[1].startswith("-Dlog4j2.configurationFile=")
+    with_path = session_module._driver_start("local[2]", {"spark.driver.extraClassPath": "/a.jar:/b.jar",
+                                                          "spark.driver.memory": "4g"})
+    assert with_path["spark.driver.extraJavaOptions"].startswith("ARCHIVE:2:4g ")
     own = {"spark.driver.extraJavaOptions": "-Xss4m"}
     assert session_module._driver_start("local[2]", own) == own
+    # Options in Spark's defaults file: a builder setting would replace them, so none is added.
+    (conf / "spark-defaults.conf").write_text("# site settings\nspark.driver.extraJavaOptions  -Dsite=1\n")
+    assert "spark.driver.extraJavaOptions" not in session_module._driver_start("local[2]", {})
+    (conf / "spark-defaults.conf").write_text("spark.driver.memory=2g\n")
+    assert "spark.driver.extraJavaOptions" in session_module._driver_start("local[2]", {})
+
+
+def test_a_heap_of_32_gib_or_more_gets_no_archive(tmp_path) -> None:
+    """From 32 GiB on the JVM's object pointers are not compressed and the archive (dumped
+    by a 1g driver) would not map: a refused archive costs the JDK's own too."""
+    jar = tmp_path / "cogra-shim.jar"
+    jar.write_bytes(b"jar")
+    class_archive.archive_path(str(jar)).write_bytes(b"archive")
+    assert class_archive.java_options(str(jar), driver_memory="31g")
+    assert class_archive.java_options(str(jar), driver_memory="32g") == ""
+    assert class_archive.java_options(str(jar), driver_memory="40960") == ""  # MiB
+    assert [class_archive.memory_bytes(v) for v in ("1g", "512m", "2048", "1.5G", "4gb", "lots")] == [
+        2**30, 2**29, 2**31, 3 * 2**29, 2**32, None]
 
 
 def test_mapped_archive_reads_this_processs_maps() -> None:

@@ -82,10 +82,32 @@ def quoted_option(option: str) -> str:
     return f'"{option}"' if any(c.isspace() for c in option) else option
 
 
-def java_options(jar: str, extra_class_path: Sequence[str] = ()) -> str:
+#: From this heap on the JVM stores full object pointers, and an archive dumped by a JVM
+#: with compressed ones does not map (the dump's driver has Spark's default 1g).
+COMPRESSED_OOPS_LIMIT = 32 * 2**30
+
+
+def memory_bytes(value: str) -> int | None:
+    """A Spark memory setting (``spark.driver.memory``: ``"4g"``, ``"512m"``; a bare number
+    is MiB) in bytes, or None where it does not read as one."""
+    text = value.strip().lower().removesuffix("b")
+    units = {"k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+    scale = units.get(text[-1:], None)
+    number = text[:-1] if scale else text
+    try:
+        return int(float(number) * (scale or 2**20))
+    except ValueError:
+        return None
+
+
+def java_options(jar: str, extra_class_path: Sequence[str] = (), driver_memory: str | None = None) -> str:
     """The driver JVM's options to map the archive of this class path, or ``""`` where
-    none was dumped (or ``COGRA_CLASS_ARCHIVE=0``)."""
+    none was dumped, where ``driver_memory`` is a heap the archive cannot serve (32 GiB or
+    more), or with ``COGRA_CLASS_ARCHIVE=0``."""
     if os.environ.get("COGRA_CLASS_ARCHIVE", "1") == "0":
+        return ""
+    heap = memory_bytes(driver_memory) if driver_memory else None
+    if heap is not None and heap >= COMPRESSED_OOPS_LIMIT:
         return ""
     try:
         path = archive_path(jar, extra_class_path)
@@ -114,5 +136,5 @@ def driver_pid(spark) -> int:  # noqa: ANN001 - a SparkSession
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
-__all__ = ["ARCHIVE_FORMAT", "ARCHIVE_PREFIX", "ClassArchiveError", "QUIET", "archive_key", "archive_path",
-           "driver_pid", "java_options", "mapped_archive", "quoted_option"]
+__all__ = ["ARCHIVE_FORMAT", "ARCHIVE_PREFIX", "COMPRESSED_OOPS_LIMIT", "ClassArchiveError", "QUIET", "archive_key", "archive_path",
+           "driver_pid", "java_options", "mapped_archive", "memory_bytes", "quoted_option"]

@@ -47,14 +47,35 @@ def local_defaults(master: str) -> dict[str, str]:
     return {**LOCAL_DEFAULTS, **(LOOPBACK if master.strip().startswith("local") else {})}
 
 
+def _in_spark_defaults(key: str) -> bool:
+    """Whether Spark's defaults file (``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``, else
+    pyspark's ``conf``: ``spark-defaults.conf``) sets ``key``: a setting of the builder
+    would replace the file's value, not add to it."""
+    from cogra.spark import shim_build
+
+    folder = os.environ.get("SPARK_CONF_DIR") or str(Path(os.environ.get("SPARK_HOME") or shim_build.pyspark_home())
+                                                      / "conf")
+    try:
+        lines = (Path(folder) / "spark-defaults.conf").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        text = line.strip()
+        if text and not text.startswith(("#", "!")):
+            name = text.replace("=", " ").replace(":", " ").split(None, 1)[0]
+            if name == key:
+                return True
+    return False
+
+
 def _driver_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
     """``settings`` for a driver JVM about to start (unchanged where a JVM already runs).
 
-    Unless the user set the driver's Java options: the classes of the driver's class
-    archive where ``cogra warm --spark`` dumped one (:mod:`cogra.spark.class_archive`:
-    ``session()`` ~2 s sooner), and Spark's logging from :data:`LOG_CONFIG` (unless
-    ``JAVA_TOOL_OPTIONS`` names a logging configuration), without the console lines a user
-    can do nothing about.  For a local master, ``SPARK_LOCAL_IP`` -- the address the session
+    Unless the user set the driver's Java options (here or in Spark's defaults file): the
+    classes of the driver's class archive where ``cogra warm --spark`` dumped one
+    (:mod:`cogra.spark.class_archive`: ``session()`` ~2 s sooner), and Spark's logging from
+    :data:`LOG_CONFIG` (unless ``JAVA_TOOL_OPTIONS`` names a logging configuration),
+    without the console lines a user can do nothing about.  For a local master, ``SPARK_LOCAL_IP`` -- the address the session
     binds to anyway (:data:`LOOPBACK`) -- so that Spark does not warn that the host name
     resolves to a loopback address."""
     from pyspark import SparkContext
@@ -65,9 +86,10 @@ def _driver_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
         return settings
     if not is_cluster(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK["spark.driver.bindAddress"])
-    if "spark.driver.extraJavaOptions" not in settings:
+    if "spark.driver.extraJavaOptions" not in settings and not _in_spark_defaults("spark.driver.extraJavaOptions"):
         extra = [p for p in str(settings.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
-        options = [class_archive.java_options(jar_path(), extra)]
+        memory = settings.get("spark.driver.memory")
+        options = [class_archive.java_options(jar_path(), extra, str(memory) if memory else None)]
         if "log4j2.configurationFile" not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
             options.append(f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
         if any(options):
