@@ -134,3 +134,18 @@ def test_build_dumps_checks_and_replaces_the_archive(tmp_path, monkeypatch) -> N
     assert built.stat().st_size > 10 * 2**20
     assert not old.exists()
     assert archive_dump.build() == built  # present: nothing to do
+
+
+def test_a_servers_driver_gets_the_archive_unless_its_java_options_are_set(tmp_path) -> None:
+    from cogra.spark import servers
+
+    jar = tmp_path / "cogra-shim.jar"
+    jar.write_bytes(b"jar")
+    spec = servers.ServerSpec("thrift", port=10001)
+    assert "spark.driver.extraJavaOptions" not in servers.settings(spec, str(jar))
+    archive = class_archive.archive_path(str(jar))
+    archive.write_bytes(b"archive")
+    assert servers.settings(spec, str(jar))["spark.driver.extraJavaOptions"].startswith(
+        f"-XX:SharedArchiveFile={archive} ")
+    own = servers.ServerSpec("thrift", port=10001, conf={"spark.driver.extraJavaOptions": "-Xss4m"})
+    assert servers.settings(own, str(jar))["spark.driver.extraJavaOptions"] == "-Xss4m"

@@ -135,6 +135,19 @@ class RunningServer:
         return addresses
 
 
+    def jvm_pid(self) -> int:
+        """The server's driver JVM among its processes."""
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit() and _group_of(int(entry.name)) == self.proc.pid:
+                try:
+                    argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0]
+                except OSError:
+                    continue
+                if argv0.endswith(b"/java"):
+                    return int(entry.name)
+        raise AssertionError(f"no JVM among the server's processes:\n{self.log_tail()}")
+
+
 def _group_of(pid: int) -> int | None:
     try:
         return os.getpgid(pid)
@@ -187,6 +200,7 @@ def test_server_command_lines():
     assert thrift[thrift.index("--class") + 1] == servers.THRIFT_CLASS
     assert "spark.jars=/x.jar,/shim.jar" in thrift
     assert "spark.driver.extraClassPath=/shim.jar" in thrift  # no session's class loader owns it
+    assert not any(a.startswith("spark.driver.extraJavaOptions=") for a in thrift)  # (no archive for /shim.jar)
     assert f"spark.sql.extensions={EXTENSION}" in thrift
     assert f"spark.pyspark.python={sys.executable}" in thrift
     assert thrift[-4:] == ["--hiveconf", "hive.server2.thrift.bind.host=127.0.0.1",
@@ -277,6 +291,16 @@ class TestThriftServer:
         addresses = thrift.listening()
         assert len(addresses) >= 3, addresses  # JDBC, driver RPC, block manager at least
         assert all(a.rsplit(":", 1)[0] in ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]") for a in addresses), addresses
+
+    def test_thrift_servers_driver_maps_the_class_archive(self, thrift):
+        """The server's driver JVM starts from the class archive setup dumped, as a session's
+        does (cogra.spark.class_archive)."""
+        from cogra.spark import class_archive
+        from cogra.spark.session import jar_path
+
+        if os.environ.get("COGRA_WARM") == "0":
+            pytest.skip("setup dumped no archive (COGRA_WARM=0)")
+        assert class_archive.mapped_archive(thrift.jvm_pid()) == str(class_archive.archive_path(jar_path()))
 
     def test_thrift_a_killed_clients_query_is_cancelled(self, thrift):
         """A client that runs its statement asynchronously (Hive JDBC, BI tools, PyHive with

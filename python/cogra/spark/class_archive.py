@@ -33,8 +33,8 @@ ARCHIVE_PREFIX = "cogra-driver-"
 #: Quiet about an archive the JVM refuses (the key makes that rare; it costs speed only).
 QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
 #: What Spark's launcher reads to build a driver's class path besides its jars.
-LAUNCHER_ENV = ("SPARK_HOME", "SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR",
-                "SPARK_DIST_CLASSPATH", "SPARK_PREPEND_CLASSES", "SPARK_SCALA_VERSION")
+LAUNCHER_ENV = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH",
+                "SPARK_PREPEND_CLASSES", "SPARK_SCALA_VERSION")
 
 
 class ClassArchiveError(RuntimeError):
@@ -52,8 +52,9 @@ def _stat(path: Path) -> str:
 def archive_key(jar: str, extra_class_path: Sequence[str] = ()) -> str:
     """A hash of what the JDK checks a dynamic archive against, as far as Python can tell
     before the JVM starts: the ``java`` Spark's launcher runs and its ``libjvm.so``, every
-    jar of pyspark's ``jars/`` (name, size, modification time), the driver's extra class
-    path entries and the shim jar, and the launcher's environment."""
+    jar of the Spark it launches (``$SPARK_HOME``, else pyspark's; name, size, modification
+    time), the driver's extra class path entries and the shim jar, and the launcher's
+    environment."""
     from cogra.spark import shim_build
 
     java = Path(os.path.realpath(shim_build.java_executable()))
@@ -61,11 +62,12 @@ def archive_key(jar: str, extra_class_path: Sequence[str] = ()) -> str:
     h.update((_stat(java) + "\n").encode())
     for libjvm in sorted(java.parent.parent.glob("lib/server/libjvm.*")):
         h.update((_stat(libjvm) + "\n").encode())
-    home = shim_build.pyspark_home()
-    h.update(f"pyspark={home}\n".encode())
+    home = Path(os.environ.get("SPARK_HOME") or shim_build.pyspark_home())
+    h.update(f"spark={home.resolve()}\n".encode())
     for name in LAUNCHER_ENV:
         h.update(f"{name}={os.environ.get(name, '')}\n".encode())
-    for entry in sorted(os.scandir(shim_build.pyspark_jars_dir()), key=lambda e: e.name):
+    jars = home / "jars" if os.environ.get("SPARK_HOME") else shim_build.pyspark_jars_dir()
+    for entry in sorted(os.scandir(jars), key=lambda e: e.name):
         h.update((_stat(Path(entry.path)) + "\n").encode())
     for path in [*extra_class_path, jar]:
         h.update((_stat(Path(path)) + "\n").encode())
@@ -101,7 +103,8 @@ def memory_bytes(value: str) -> int | None:
 
 
 def java_options(jar: str, extra_class_path: Sequence[str] = (), driver_memory: str | None = None) -> str:
-    """The driver JVM's options to map the archive of this class path, or ``""`` where
+    """The driver JVM's options to map the archive of this class path (a session's driver,
+    or a Thrift or Connect server's: :mod:`cogra.spark.servers`), or ``""`` where
     none was dumped, where ``driver_memory`` is a heap the archive cannot serve (32 GiB or
     more), or with ``COGRA_CLASS_ARCHIVE=0``."""
     if os.environ.get("COGRA_CLASS_ARCHIVE", "1") == "0":

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from cogra.spark.session import EXTENSION, local_defaults
+from cogra.spark import class_archive
+from cogra.spark.session import EXTENSION, in_spark_defaults, local_defaults
 
 THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -85,7 +86,8 @@ def settings(spec: ServerSpec, jar: str) -> dict[str, str]:
     """Spark settings of the server: cogra's local defaults, the caller's, then the shim.
 
     ``spark.jars`` and ``spark.sql.extensions`` given by the caller are kept and extended.
-    The UI stays off unless asked for, as in :func:`cogra.spark.session`.
+    The UI stays off unless asked for, and the driver maps the class archive where
+    ``cogra warm --spark`` dumped one, as in :func:`cogra.spark.session`.
     """
     conf = {**local_defaults(spec.master), **dict(spec.conf)}
     conf["spark.jars"] = _merge(conf.get("spark.jars"), jar)
@@ -95,6 +97,11 @@ def settings(spec: ServerSpec, jar: str) -> dict[str, str]:
     conf["spark.driver.extraClassPath"] = _merge_path(conf.get("spark.driver.extraClassPath"), jar)
     conf["spark.sql.extensions"] = _merge(conf.get("spark.sql.extensions"), EXTENSION)
     conf.setdefault("spark.pyspark.python", sys.executable)
+    if "spark.driver.extraJavaOptions" not in conf and not in_spark_defaults("spark.driver.extraJavaOptions"):
+        extra = [p for p in conf["spark.driver.extraClassPath"].split(os.pathsep) if p and p != jar]
+        options = class_archive.java_options(jar, extra, conf.get("spark.driver.memory"))
+        if options:
+            conf["spark.driver.extraJavaOptions"] = options
     if spec.kind == "connect":
         conf["spark.connect.grpc.binding.address"] = spec.host
         conf["spark.connect.grpc.binding.port"] = str(spec.port)

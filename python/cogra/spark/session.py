@@ -47,7 +47,7 @@ def local_defaults(master: str) -> dict[str, str]:
     return {**LOCAL_DEFAULTS, **(LOOPBACK if master.strip().startswith("local") else {})}
 
 
-def _in_spark_defaults(key: str) -> bool:
+def in_spark_defaults(key: str) -> bool:
     """Whether Spark's defaults file (``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``, else
     pyspark's ``conf``: ``spark-defaults.conf``) sets ``key``: a setting of the builder
     would replace the file's value, not add to it."""
@@ -86,7 +86,7 @@ def _driver_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
         return settings
     if not is_cluster(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK["spark.driver.bindAddress"])
-    if "spark.driver.extraJavaOptions" not in settings and not _in_spark_defaults("spark.driver.extraJavaOptions"):
+    if "spark.driver.extraJavaOptions" not in settings and not in_spark_defaults("spark.driver.extraJavaOptions"):
         extra = [p for p in str(settings.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
         memory = settings.get("spark.driver.memory")
         options = [class_archive.java_options(jar_path(), extra, str(memory) if memory else None)]
