@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from cogra.spark.class_archive import (ARCHIVE_PREFIX, QUIET, ClassArchiveError, quoted_option, archive_path,
-                                       driver_pid, mapped_archive)
+from cogra.spark.class_archive import (ARCHIVE_PREFIX, QUIET, ClassArchiveError, archive_path, driver_pid,
+                                       mapped_archive, quoted_option)
 
 DUMP_SECONDS = 600
 
@@ -52,13 +52,11 @@ def _dump(target: Path) -> None:
     the workload, then the JVM's exit, waited for."""
     from pyspark import SparkContext
 
-    from cogra.spark.session import LOG_CONFIG, session
+    from cogra.spark.session import JAVA_OPTIONS, LOG_OPTION, session
     from cogra.spark.workers import wait_warmed_up
 
-    options = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()} {quoted_option(f'-XX:ArchiveClassesAtExit={target}')} " + \
-        " ".join(QUIET)
-    spark = session(app_name="cogra-class-archive", master="local[2]",
-                    **{"spark.driver.extraJavaOptions": options})
+    options = " ".join([LOG_OPTION, quoted_option(f"-XX:ArchiveClassesAtExit={target}"), *QUIET])
+    spark = session(app_name="cogra-class-archive", master="local[2]", **{JAVA_OPTIONS: options})
     wait_warmed_up(spark)
     with tempfile.TemporaryDirectory(prefix="cogra-class-archive-") as folder:
         _workload(spark, Path(folder))
@@ -95,9 +93,8 @@ def build(*, force: bool = False, out: TextIO = sys.stderr) -> Path:
             return target
         started = time.monotonic()
         partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        env = {**os.environ, "COGRA_CLASS_ARCHIVE": "0"}
         done = subprocess.run([sys.executable, "-m", "cogra.spark.archive_dump", "--dump", str(partial)],
-                              env=env, capture_output=True, text=True, timeout=DUMP_SECONDS + 120)
+                              capture_output=True, text=True, timeout=DUMP_SECONDS + 120)
         if done.returncode or not partial.is_file() or partial.stat().st_size == 0:
             partial.unlink(missing_ok=True)
             raise ClassArchiveError("dumping the driver JVM's class archive failed:\n" + done.stderr[-3000:])

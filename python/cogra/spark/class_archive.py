@@ -7,12 +7,12 @@ class data sharing, ``-XX:SharedArchiveFile``); a dynamic archive is dumped by a
 its exit (``-XX:ArchiveClassesAtExit``) with every class it loaded from the class path.
 
 ``cogra warm --spark`` (run by ``make setup``; :mod:`cogra.spark.archive_dump`) dumps
-the archive beside the shim jar, named by :func:`archive_key`.  :func:`java_options` gives the option to ``session()``
-for a driver JVM about to start, only where the archive of this key exists: the key
-covers what decides the class path the JDK checks the archive against (the JVM's build,
-pyspark's jars, the shim jar, the class path entries and environment Spark's launcher
-adds), so a session never points its JVM at an archive it would refuse.  (A refused
-archive costs the JDK's own one too: its classes load from the jars.)
+the archive beside the shim jar, named by :func:`archive_key`.  :func:`java_options` gives
+the option to a driver JVM about to start (``session()``'s, a server's) only where the
+archive of this key exists: the key covers what decides the class path the JDK checks
+the archive against (the JVM's build, Spark's jars, the shim jar, the class path entries
+and environment Spark's launcher adds), so no driver is pointed at an archive it would
+refuse.  (A refused archive costs the JDK's own one too: its classes load from the jars.)
 
 Measured on a 2-core machine: ``session()`` 3.6-4.2 s against 5.5-6.8 s without.  Why not
 more: Janino's jars are signed and the JDK keeps signed classes out of an archive, code
@@ -128,7 +128,8 @@ def mapped_archive(pid: int) -> str | None:
     except OSError:
         return None
     for line in maps.splitlines():
-        path = line.split(None, 5)[5] if len(line.split(None, 5)) == 6 else ""
+        fields = line.split(None, 5)
+        path = fields[5] if len(fields) == 6 else ""
         if path.endswith(".jsa") and Path(path).name.startswith(ARCHIVE_PREFIX):
             return path
     return None
@@ -139,5 +140,5 @@ def driver_pid(spark) -> int:  # noqa: ANN001 - a SparkSession
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
-__all__ = ["ARCHIVE_FORMAT", "ARCHIVE_PREFIX", "COMPRESSED_OOPS_LIMIT", "ClassArchiveError", "QUIET", "archive_key", "archive_path",
-           "driver_pid", "java_options", "mapped_archive", "memory_bytes", "quoted_option"]
+__all__ = ["ARCHIVE_FORMAT", "ARCHIVE_PREFIX", "COMPRESSED_OOPS_LIMIT", "ClassArchiveError", "QUIET", "archive_key",
+           "archive_path", "driver_pid", "java_options", "mapped_archive", "memory_bytes", "quoted_option"]

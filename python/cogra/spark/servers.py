@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from cogra.spark import class_archive
-from cogra.spark.session import EXTENSION, in_spark_defaults, local_defaults
+from cogra.spark.session import EXTENSION, JAVA_OPTIONS, archive_options, local_defaults, sets_driver_java_options
 
 THRIFT_CLASS = "org.apache.spark.sql.hive.thriftserver.HiveThriftServer2"
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
@@ -97,11 +96,10 @@ def settings(spec: ServerSpec, jar: str) -> dict[str, str]:
     conf["spark.driver.extraClassPath"] = _merge_path(conf.get("spark.driver.extraClassPath"), jar)
     conf["spark.sql.extensions"] = _merge(conf.get("spark.sql.extensions"), EXTENSION)
     conf.setdefault("spark.pyspark.python", sys.executable)
-    if "spark.driver.extraJavaOptions" not in conf and not in_spark_defaults("spark.driver.extraJavaOptions"):
-        extra = [p for p in conf["spark.driver.extraClassPath"].split(os.pathsep) if p and p != jar]
-        options = class_archive.java_options(jar, extra, conf.get("spark.driver.memory"))
+    if not sets_driver_java_options(conf):
+        options = archive_options(conf, jar)
         if options:
-            conf["spark.driver.extraJavaOptions"] = options
+            conf[JAVA_OPTIONS] = options
     if spec.kind == "connect":
         conf["spark.connect.grpc.binding.address"] = spec.host
         conf["spark.connect.grpc.binding.port"] = str(spec.port)

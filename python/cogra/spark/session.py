@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping
 
 from cogra.api import parse
 from cogra.runtime.evaluation import require_window
@@ -40,6 +40,7 @@ LOOPBACK: dict[str, str] = {
 LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 """The driver's logging where :func:`session` starts its JVM: Spark's defaults at WARN,
 without the warnings no user acts on (Hadoop's native-library notice)."""
+LOG_OPTION = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
 
 
 def local_defaults(master: str) -> dict[str, str]:
@@ -47,10 +48,15 @@ def local_defaults(master: str) -> dict[str, str]:
     return {**LOCAL_DEFAULTS, **(LOOPBACK if master.strip().startswith("local") else {})}
 
 
-def in_spark_defaults(key: str) -> bool:
-    """Whether Spark's defaults file (``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``, else
-    pyspark's ``conf``: ``spark-defaults.conf``) sets ``key``: a setting of the builder
-    would replace the file's value, not add to it."""
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def sets_driver_java_options(conf: Mapping[str, Any]) -> bool:
+    """Whether the user set the driver's Java options: in ``conf``, or in Spark's defaults
+    file (``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``, else pyspark's ``conf``:
+    ``spark-defaults.conf``), whose value a setting of the builder would replace, not add to."""
+    if JAVA_OPTIONS in conf:
+        return True
     from cogra.spark import shim_build
 
     folder = os.environ.get("SPARK_CONF_DIR") or str(Path(os.environ.get("SPARK_HOME") or shim_build.pyspark_home())
@@ -62,38 +68,44 @@ def in_spark_defaults(key: str) -> bool:
     for line in lines:
         text = line.strip()
         if text and not text.startswith(("#", "!")):
-            name = text.replace("=", " ").replace(":", " ").split(None, 1)[0]
-            if name == key:
+            if text.replace("=", " ").replace(":", " ").split(None, 1)[0] == JAVA_OPTIONS:
                 return True
     return False
 
 
-def _driver_start(master: str, settings: dict[str, Any]) -> dict[str, Any]:
+def archive_options(conf: Mapping[str, Any], jar: str) -> str:
+    """The class archive's Java options for a driver JVM about to start with ``conf`` and
+    the shim ``jar`` (:func:`cogra.spark.class_archive.java_options`: ``""`` where none was
+    dumped for its class path and heap); a session's driver or a server's."""
+    from cogra.spark import class_archive
+
+    extra = [p for p in str(conf.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p and p != jar]
+    memory = conf.get("spark.driver.memory")
+    return class_archive.java_options(jar, extra, str(memory) if memory else None)
+
+
+def _driver_start(master: str, settings: dict[str, Any], jar: str | None = None) -> dict[str, Any]:
     """``settings`` for a driver JVM about to start (unchanged where a JVM already runs).
 
-    Unless the user set the driver's Java options (here or in Spark's defaults file): the
+    Unless the user set the driver's Java options (:func:`sets_driver_java_options`): the
     classes of the driver's class archive where ``cogra warm --spark`` dumped one
-    (:mod:`cogra.spark.class_archive`: ``session()`` ~2 s sooner), and Spark's logging from
+    (:func:`archive_options`: ``session()`` ~2 s sooner), and Spark's logging from
     :data:`LOG_CONFIG` (unless ``JAVA_TOOL_OPTIONS`` names a logging configuration),
-    without the console lines a user can do nothing about.  For a local master, ``SPARK_LOCAL_IP`` -- the address the session
-    binds to anyway (:data:`LOOPBACK`) -- so that Spark does not warn that the host name
-    resolves to a loopback address."""
+    without the console lines a user can do nothing about.  For a local master,
+    ``SPARK_LOCAL_IP`` -- the address the session binds to anyway (:data:`LOOPBACK`) -- so
+    that Spark does not warn that the host name resolves to a loopback address."""
     from pyspark import SparkContext
-
-    from cogra.spark import class_archive
 
     if SparkContext._jvm is not None:  # (a gateway is up: its JVM has started)
         return settings
     if not is_cluster(master):
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK["spark.driver.bindAddress"])
-    if "spark.driver.extraJavaOptions" not in settings and not in_spark_defaults("spark.driver.extraJavaOptions"):
-        extra = [p for p in str(settings.get("spark.driver.extraClassPath") or "").split(os.pathsep) if p]
-        memory = settings.get("spark.driver.memory")
-        options = [class_archive.java_options(jar_path(), extra, str(memory) if memory else None)]
+    if not sets_driver_java_options(settings):
+        options = [archive_options(settings, jar or jar_path())]
         if "log4j2.configurationFile" not in os.environ.get("JAVA_TOOL_OPTIONS", ""):
-            options.append(f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}")
+            options.append(LOG_OPTION)
         if any(options):
-            settings = {**settings, "spark.driver.extraJavaOptions": " ".join(o for o in options if o)}
+            settings = {**settings, JAVA_OPTIONS: " ".join(o for o in options if o)}
     return settings
 
 
@@ -195,14 +207,15 @@ def session(app_name: str = "cogra", master: str = "local[*]", *, prepare_execut
     warm_up = prepare_executors is None and not is_cluster(master)
     builder = SparkSession.builder.appName(app_name).master(master)
     daemon = {"spark.python.daemon.module": workers.DAEMON_MODULE} if prepare or warm_up else {}
-    settings = _driver_start(master, {**local_defaults(master), **daemon, **{str(k): v for k, v in conf.items()}})
+    jar = jar_path()
+    settings = _driver_start(master, {**local_defaults(master), **daemon, **{str(k): v for k, v in conf.items()}}, jar)
     for key, value in settings.items():
         if key not in ("spark.jars", "spark.sql.extensions"):
             builder = builder.config(key, str(value).lower() if isinstance(value, bool) else str(value))
     for key in ("spark.jars", "spark.sql.extensions"):
         if key in settings:
             builder = builder.config(key, str(settings[key]))
-    spark = configure(builder).getOrCreate()
+    spark = configure(builder, jar=jar).getOrCreate()
     if not has_extension(spark):
         raise RuntimeError(
             "a SparkSession without the cogra extension is already running in this process; "
