@@ -10,8 +10,8 @@
  * JDBC session of the Thrift server, each Spark Connect session) and plans the call as
  *
  *   MapInArrow(cogra.spark.udtf.make_map_function(..))      one Python call per Spark partition,
- *     Sort(keys ASC, time ASC, local)                        Arrow record batches streamed through
- *       RepartitionByExpression(keys) | Repartition(1)
+ *     Sort(keys ASC, time ASC, local)                        Arrow record batches streamed through,
+ *       RepartitionByExpression(keys) | Repartition(1)       closed by row count (ArrowBatches)
  *         Project(columns the query needs)                   -> pruned scan schema
  *           Filter(rows the query can never use)             -> pushed to Parquet / DSv2 scans
  *             <the TABLE argument's plan>
@@ -39,8 +39,12 @@ class CograExtensions extends (SparkSessionExtensions => Unit) {
     CheckpointIdentity.Directory.length
     StreamOutputMode.rule.ruleName.length
     UnfinishedCheckpointWrites.Logs.length
+    ArrowBatches.MaxBytesKey.length
+    Seq(classOf[ArrowBatchesExec], classOf[RowSizeCheckExec], classOf[RowBatchedRDD[_]], classOf[RowBatchedConf]).size
     extensions.injectTableFunction(
       (FunctionIdentifier(MatchTrend.FunctionName), CograExtensions.info, MatchTrend.builder _))
+    // A batch MATCH_TREND's Arrow batches, closed by row count (no size check per row).
+    extensions.injectPlannerStrategy(_ => ArrowBatches.Planning)
     // A streaming MATCH_TREND's micro-batch plans: the checkpoint checked, late rows dropped.
     extensions.injectColumnar(session => StreamPreparation.rule(session))
     // ... and the writer's output mode (Update: early rows of open windows).
