@@ -128,8 +128,8 @@ def first_run_span(md: str) -> str | None:
     """The first call's share of the steady state's rate over the first-run section's
     cases, with the first calls' and the steady calls' times and how many cases meet the
     target."""
-    found = [(float(c[5]), float(c[6]), float(c[7]), c[8] == "met")  # (first s, steady s, ratio, met)
-             for c in _first_run_rows(md) if len(c) == 10 and c[1].replace(",", "").isdigit()]
+    found = [(float(c[5]), float(c[7]), float(c[8]), c[9] == "met")  # (first s, steady s, ratio, met)
+             for c in _first_run_rows(md) if len(c) == 11 and c[1].replace(",", "").isdigit()]
     if not found:
         return None
     ratios = [r for _, _, r, _ in found]
