@@ -40,9 +40,9 @@ private[cogra] object ArrowBatches {
     override def apply(plan: LogicalPlan): Seq[SparkPlan] = plan match {
       case MapInArrow(udf: PythonUDF, output, child, false, profile)
           if udf.name == MatchTrend.DisplayName && closedByRows(SQLConf.get) =>
-        val rowLimit = BatchBytesLimit / SQLConf.get.arrowMaxRecordsPerBatch
+        val rowsPerBatch = SQLConf.get.arrowMaxRecordsPerBatch
         ArrowBatchesExec(
-          MapInArrowExec(udf, output, RowSizeCheckExec(planLater(child), rowLimit), false, profile)) :: Nil
+          MapInArrowExec(udf, output, RowSizeCheckExec(planLater(child), rowsPerBatch), false, profile)) :: Nil
       case _ => Nil
     }
   }
@@ -86,18 +86,18 @@ private[cogra] class RowBatchedConf(context: TaskContext) extends ReadOnlySQLCon
 
 /**
  * Passes the rows MATCH_TREND's Python workers will read, failing on one of more than
- * `limit` bytes: a batch of such rows could pass Arrow's vector limit now that batches are
- * closed by row count ([[ArrowBatches]]). The size of a row from Spark's sort is known
- * without reading it.
+ * 1 GiB / `rowsPerBatch` bytes: a batch of such rows could pass Arrow's vector limit now
+ * that batches are closed by row count ([[ArrowBatches]]). The size of a row from Spark's
+ * sort is known without reading it.
  */
-private[cogra] case class RowSizeCheckExec(child: SparkPlan, limit: Long) extends UnaryExecNode {
+private[cogra] case class RowSizeCheckExec(child: SparkPlan, rowsPerBatch: Int) extends UnaryExecNode {
   override def output: Seq[Attribute] = child.output
   override def outputPartitioning: Partitioning = child.outputPartitioning
   override def outputOrdering: Seq[SortOrder] = child.outputOrdering
 
   override protected def doExecute(): RDD[InternalRow] = {
-    val limit = this.limit
-    val rowsPerBatch = conf.arrowMaxRecordsPerBatch
+    val rowsPerBatch = this.rowsPerBatch
+    val limit = ArrowBatches.BatchBytesLimit / rowsPerBatch
     child.execute().mapPartitionsInternal { rows =>
       rows.map {
         case row: UnsafeRow if row.getSizeInBytes > limit =>
